@@ -1,0 +1,199 @@
+// Package config holds mcpvisor's HCL schema: the host block, the server
+// blocks, their defaults and their validation.
+//
+// A Config is plain data. Everything that acts on it (supervisors, the
+// registry, the gateway) lives elsewhere, so a Config can be built from Go
+// structs by an embedding program just as well as loaded from a file.
+package config
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Defaults applied when a block leaves a value unset. They follow the
+// behaviour contract in DESIGN.md §4 and §5.
+const (
+	// DefaultListen is where `mcpvisor run` serves streamable HTTP when the
+	// host block has no listen attribute and --stdio is not given.
+	DefaultListen = "127.0.0.1:8811"
+
+	// DefaultTimeout bounds one upstream call.
+	DefaultTimeout = 300 * time.Second
+
+	// DefaultConnectTimeout bounds one connect attempt (spawn + initialize).
+	DefaultConnectTimeout = 60 * time.Second
+
+	// DefaultMaxRetries is the budget of consecutive failed (re)connects
+	// before a server is parked.
+	DefaultMaxRetries = 5
+
+	// DefaultMaxBackoff caps the doubling reconnect backoff.
+	DefaultMaxBackoff = 60 * time.Second
+
+	// DefaultParkedRetry is how often a parked server tries again on its own.
+	DefaultParkedRetry = 300 * time.Second
+
+	// DefaultHealthyAfter is how long a session must stay up before the
+	// retry budget resets even without a successful call. It guards against
+	// a server that connects and drops at once respawning forever.
+	DefaultHealthyAfter = 30 * time.Second
+
+	// DefaultBreakerThreshold is the number of consecutive transport
+	// failures that opens a server's circuit breaker.
+	DefaultBreakerThreshold = 3
+
+	// DefaultBreakerCooldown is how long an open breaker fails calls fast
+	// before letting one half-open probe through.
+	DefaultBreakerCooldown = 60 * time.Second
+
+	// DefaultSeparator joins a server's prefix and an upstream tool name.
+	DefaultSeparator = "__"
+)
+
+// Transport names a server block's transport.
+type Transport string
+
+// The transports a server block can use.
+const (
+	// TransportStdio runs `command` as a managed subprocess.
+	TransportStdio Transport = "stdio"
+	// TransportStreamable connects to `url` with streamable HTTP.
+	TransportStreamable Transport = "streamable-http"
+	// TransportSSE connects to `url` with the legacy HTTP+SSE transport.
+	TransportSSE Transport = "sse"
+	// TransportPlugin launches a go-plugin transport binary.
+	TransportPlugin Transport = "plugin"
+)
+
+// Config is one loaded configuration file.
+type Config struct {
+	// Filename is the file the configuration came from ("" when built in Go).
+	Filename string
+
+	// Host holds the host block's settings; defaults when the block is absent.
+	Host Host
+
+	// Servers are the server blocks in file order. Names are unique.
+	Servers []*Server
+}
+
+// Host configures mcpvisor itself.
+type Host struct {
+	// Listen is the host:port for streamable HTTP at /mcp. Empty means the
+	// attribute was not set; `mcpvisor run` then uses DefaultListen unless it
+	// serves stdio.
+	Listen string
+
+	// LogLevel is an hclog level name: trace, debug, info, warn, error.
+	LogLevel string
+
+	// LogFormat is "text" or "json".
+	LogFormat string
+
+	// BearerToken, when set, is required as `Authorization: Bearer …` on
+	// every downstream HTTP request. Required for a non-loopback Listen.
+	BearerToken string
+
+	// Separator joins prefix and tool name in exposed names ("__").
+	Separator string
+}
+
+// Server is one `server "name" { … }` block.
+type Server struct {
+	// Name is the block label. It is unique within a Config.
+	Name string
+
+	// Transport is derived from which attributes are set: command → stdio,
+	// url → streamable-http (or sse when transport = "sse"), plugin → plugin.
+	Transport Transport
+
+	// Command, Args, Env and Cwd describe a stdio subprocess.
+	Command string
+	Args    []string
+	// Env is added to the small safe set of the host's variables; the host's
+	// other variables never reach the child.
+	Env map[string]string
+	// Cwd is the child's working directory, relative to the config file's
+	// directory when not absolute. Empty means the host's working directory.
+	Cwd string
+
+	// URL and Headers describe an HTTP upstream (streamable HTTP or SSE).
+	URL     string
+	Headers map[string]string
+
+	// Plugin is set for a server backed by a go-plugin transport binary.
+	Plugin *Plugin
+
+	// Timeout bounds one call to this server.
+	Timeout time.Duration
+	// ConnectTimeout bounds one connect attempt.
+	ConnectTimeout time.Duration
+
+	// Prefix namespaces exposed names: "<prefix><separator><name>". It
+	// defaults to Name; an explicit empty prefix exposes names unchanged.
+	Prefix string
+
+	// ProtocolVersion, when set, is the MCP protocol version requested from
+	// the upstream instead of the newest the host speaks.
+	ProtocolVersion string
+
+	// Tools filters which upstream tools are exposed.
+	Tools Filter
+
+	// Reconnect configures respawn, backoff and parking.
+	Reconnect Reconnect
+
+	// Breaker configures the per-server circuit breaker.
+	Breaker Breaker
+
+	// DeclRange is where the block was declared, for errors that point back
+	// into the file. Zero when built in Go.
+	DeclRange hcl.Range
+}
+
+// Plugin is a `plugin "name" { … }` block inside a server block.
+type Plugin struct {
+	// Name is the block label: the transport's name.
+	Name string
+	// Command is the plugin binary, relative to the config file's directory
+	// when not absolute.
+	Command string
+	// Args are passed to the plugin binary.
+	Args []string
+	// SHA256 is the expected hex checksum of Command; empty disables the check.
+	SHA256 string
+	// Config is the block's `config` object encoded as JSON, handed to the
+	// plugin's Configure call unchanged.
+	Config []byte
+}
+
+// Filter selects upstream tools by glob (path.Match syntax). A name matching
+// Include is always exposed ("include wins"); otherwise a name matching
+// Exclude is hidden; with a non-empty Include, names matching neither are
+// hidden.
+type Filter struct {
+	Include []string
+	Exclude []string
+}
+
+// Reconnect is the `reconnect { … }` block.
+type Reconnect struct {
+	// MaxRetries is the budget of consecutive failed connects before parking.
+	MaxRetries int
+	// MaxBackoff caps the doubling backoff between attempts.
+	MaxBackoff time.Duration
+	// ParkedRetry is how often a parked server retries on its own.
+	ParkedRetry time.Duration
+	// HealthyAfter is how long a session must stay up to reset the budget.
+	HealthyAfter time.Duration
+}
+
+// Breaker is the `breaker { … }` block.
+type Breaker struct {
+	// Threshold is the number of consecutive failures that opens the breaker.
+	Threshold int
+	// Cooldown is how long the breaker stays open before a half-open probe.
+	Cooldown time.Duration
+}
