@@ -1,0 +1,92 @@
+# mcpvisor — build, run and test.
+#
+#   make run     build, then serve config.hcl (streamable HTTP at http://127.0.0.1:8811/mcp)
+#   make test    build, install the npm peers, vet, gofmt check, all tests with -race
+#
+# Plain POSIX make syntax apart from $(CURDIR); recipes are /bin/sh.
+
+GO      ?= go
+# -mod=readonly: a build or test never rewrites go.mod/go.sum behind your back.
+GOFLAGS ?= -mod=readonly
+export GOFLAGS
+
+BIN_DIR     = bin
+NPM_DIR     = $(CURDIR)/.cache/npm
+CONFIG     ?= config.hcl
+TEST_FLAGS ?= -race -count=1 -timeout 15m
+BENCHTIME  ?= 2s
+
+# The environment the end-to-end tests read (see host/e2e/README.md).
+E2E_ENV = MCPVISOR_E2E=1 MCPVISOR_NPM_DIR=$(NPM_DIR) MCPVISOR_BIN_DIR=$(CURDIR)/$(BIN_DIR)
+
+# Go files gofmt must accept: everything but caches, build output and npm trees.
+GOFILES_CMD = find . \( -path ./.cache -o -path ./.git -o -path ./$(BIN_DIR) -o -name node_modules \) -prune -o -name '*.go' -type f -print
+
+.PHONY: all build mcpvisor examples plugins run test e2e bench npm-tools vet fmt fmt-check lint clean distclean
+
+all: build
+
+build: mcpvisor examples plugins
+
+mcpvisor:
+	$(GO) build -o $(BIN_DIR)/mcpvisor .
+
+# Every examples/servers/<name>/ holding a main package becomes bin/<name>.
+examples:
+	@for d in examples/servers/*/; do \
+	  [ -d "$$d" ] || continue; \
+	  d=$${d%/}; name=$${d##*/}; \
+	  [ "$$($(GO) list -e -f '{{.Name}}' "./$$d" 2>/dev/null)" = main ] || continue; \
+	  echo "$(GO) build -o $(BIN_DIR)/$$name ./$$d"; \
+	  $(GO) build -o "$(BIN_DIR)/$$name" "./$$d" || exit 1; \
+	done
+
+# Every plugins/<name>/ holding a main package becomes bin/mcpvisor-transport-<name>.
+plugins:
+	@for d in plugins/*/; do \
+	  [ -d "$$d" ] || continue; \
+	  d=$${d%/}; name=$${d##*/}; \
+	  [ "$$($(GO) list -e -f '{{.Name}}' "./$$d" 2>/dev/null)" = main ] || continue; \
+	  echo "$(GO) build -o $(BIN_DIR)/mcpvisor-transport-$$name ./$$d"; \
+	  $(GO) build -o "$(BIN_DIR)/mcpvisor-transport-$$name" "./$$d" || exit 1; \
+	done
+
+run: build
+	./$(BIN_DIR)/mcpvisor run -config $(CONFIG)
+
+npm-tools:
+	bash .ci/npm-tools.sh $(NPM_DIR)
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	$(GOFILES_CMD) | xargs gofmt -w
+
+fmt-check:
+	@files=$$($(GOFILES_CMD) | xargs gofmt -l); \
+	if [ -n "$$files" ]; then \
+	  echo "gofmt: these files need formatting (run 'make fmt'):"; \
+	  echo "$$files"; \
+	  exit 1; \
+	fi
+
+lint: vet fmt-check
+
+test: build npm-tools lint
+	$(E2E_ENV) $(GO) test $(TEST_FLAGS) ./...
+
+# Only the end-to-end tests against the real npm peers.
+e2e: build npm-tools
+	$(E2E_ENV) $(GO) test $(TEST_FLAGS) -v ./host/e2e/
+
+# Placeholder: the benchmarks of DESIGN §12 fill this in.
+bench: build npm-tools
+	$(E2E_ENV) $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./host/...
+
+clean:
+	rm -rf $(BIN_DIR)
+
+# Also drops the npm peers; the next test run downloads them again.
+distclean: clean
+	rm -rf .cache
