@@ -1,0 +1,226 @@
+// Package recovery is mcpvisor's error taxonomy: every error an upstream
+// operation can produce is sorted into one Class, and the class alone decides
+// what the supervisor does about it (DESIGN.md §6).
+//
+// Classification is deliberately in one place. Scattered string matching is
+// how clients end up reconnecting on "Tool failed" or never reconnecting on
+// "Invalid or expired session"; here the order is fixed — canceled, auth,
+// session gone, process died, timeout, transport, application — and the
+// message allow-list for expired sessions is the only string matching there is.
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Class is what kind of failure an error is, and so what to do about it.
+type Class int
+
+// The classes, in the order Classify tests for them.
+const (
+	// None is a nil error.
+	None Class = iota
+	// Canceled means the caller gave up. Never reconnect, never retry.
+	Canceled
+	// Auth means the upstream refused our credentials (HTTP 401).
+	Auth
+	// SessionGone means the upstream no longer knows our session. The request
+	// was rejected before it ran, so one retry on a new session is safe.
+	SessionGone
+	// ProcessDied means the upstream process or plugin exited while the
+	// operation was in flight; its outcome is unknown.
+	ProcessDied
+	// Timeout means the per-call timeout expired.
+	Timeout
+	// Transport means the connection failed (refused, reset, closed, EOF).
+	Transport
+	// Application means the upstream answered with a JSON-RPC error. It is
+	// passed through unchanged.
+	Application
+	// Unavailable means mcpvisor did not send the operation at all: the
+	// server is parked, reconnecting, stopped, or its breaker is open.
+	Unavailable
+)
+
+var classNames = [...]string{
+	None:        "none",
+	Canceled:    "canceled",
+	Auth:        "auth",
+	SessionGone: "session_gone",
+	ProcessDied: "process_died",
+	Timeout:     "timeout",
+	Transport:   "transport",
+	Application: "application",
+	Unavailable: "unavailable",
+}
+
+// String returns the class's snake_case name, as used in logs and status.
+func (c Class) String() string {
+	if c >= 0 && int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return fmt.Sprintf("class(%d)", int(c))
+}
+
+// ErrProcessExited is wrapped by errors that report an upstream process (or
+// plugin process) exiting.
+var ErrProcessExited = errors.New("upstream process exited")
+
+// ErrUnauthorized is wrapped by errors that report HTTP 401 from an upstream.
+var ErrUnauthorized = errors.New("upstream rejected the credentials (HTTP 401)")
+
+// sessionGonePhrases is the allow-list of messages that mean the upstream
+// forgot our session. Matching is case-insensitive. Anything else — "Tool
+// failed", "Connection refused", "401 Unauthorized", "" — is not a session
+// expiry, however it is phrased.
+var sessionGonePhrases = []string{
+	"invalid or expired session",
+	"session expired",
+	"expired session",
+	"session not found",
+	"unknown session",
+}
+
+// http401 matches the status text the SDK's HTTP transports produce for a
+// 401 response ("401 Unauthorized" inside a longer message).
+var http401 = regexp.MustCompile(`(?i)\b401\b[^0-9]*unauthori[sz]ed`)
+
+// IsSessionGone reports whether err says the upstream no longer knows our
+// session. A canceled context is never a session expiry, even when the
+// message matches.
+func IsSessionGone(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	for _, p := range sessionGonePhrases {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Classify sorts err into a Class. ctx is the caller's context: if it is
+// done because the caller canceled, the error is Canceled whatever it says.
+func Classify(ctx context.Context, err error) Class {
+	if err == nil {
+		return None
+	}
+	var re *Error
+	if errors.As(err, &re) && re.Class != None {
+		return re.Class
+	}
+	if errors.Is(err, context.Canceled) || (ctx != nil && errors.Is(ctx.Err(), context.Canceled)) {
+		return Canceled
+	}
+	if errors.Is(err, ErrUnauthorized) {
+		return Auth
+	}
+	if IsSessionGone(err) {
+		return SessionGone
+	}
+	if errors.Is(err, ErrProcessExited) {
+		return ProcessDied
+	}
+	if errors.Is(err, context.DeadlineExceeded) || (ctx != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+		return Timeout
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		return Application
+	}
+	if http401.MatchString(err.Error()) {
+		return Auth
+	}
+	return Transport
+}
+
+// IsTransportError reports whether err came from the connection rather than
+// from the upstream's own answer. Used to decide breaker strikes.
+func IsTransportError(err error) bool {
+	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// Error is an error mcpvisor itself produced about an upstream operation.
+// Its message says what failed, for which server, and what happens next;
+// it never contains credentials.
+type Error struct {
+	// Server is the server block's name.
+	Server string
+	// Op is the MCP method, e.g. "tools/call".
+	Op string
+	// Class is what kind of failure this is.
+	Class Class
+	// Reason is a short human explanation ("circuit open after 3 failures").
+	Reason string
+	// RetryAt, when non-zero, is when the server will next be tried.
+	RetryAt time.Time
+	// NeedsReauth marks an auth failure that a refresh could not fix.
+	NeedsReauth bool
+	// Err is the underlying error, if any.
+	Err error
+}
+
+// Error formats the error for a user.
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "server %q", e.Server)
+	if e.Op != "" {
+		fmt.Fprintf(&b, " (%s)", e.Op)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Reason)
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %s", Redact(e.Err.Error()))
+	}
+	if !e.RetryAt.IsZero() {
+		d := time.Until(e.RetryAt).Round(time.Second)
+		if d < 0 {
+			d = 0
+		}
+		fmt.Fprintf(&b, "; next attempt in %s (at %s)", d, e.RetryAt.UTC().Format(time.RFC3339))
+	}
+	if e.NeedsReauth {
+		b.WriteString("; needs_reauth: update the server's credentials and reload")
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error.
+func (e *Error) Unwrap() error { return e.Err }
+
+var (
+	bearerRe = regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+`)
+	authRe   = regexp.MustCompile(`(?i)(authorization["']?\s*[:=]\s*["']?)[^"'\s,}]+`)
+	queryRe  = regexp.MustCompile(`(?i)([?&](?:access_token|token|key|api_key|apikey|secret|password)=)[^&\s"']+`)
+)
+
+// Redact removes credentials from text that may reach a user or a log:
+// bearer tokens, Authorization values and token=/key= query values.
+func Redact(s string) string {
+	s = bearerRe.ReplaceAllString(s, "${1}[redacted]")
+	s = authRe.ReplaceAllString(s, "${1}[redacted]")
+	s = queryRe.ReplaceAllString(s, "${1}[redacted]")
+	return s
+}
