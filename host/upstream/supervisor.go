@@ -126,9 +126,9 @@ type Status struct {
 	Since      time.Time `json:"since"`
 	Generation uint64    `json:"generation"`
 	// Retries is the number of consecutive failures counted against the budget.
-	Retries    int       `json:"retries"`
-	MaxRetries int       `json:"max_retries"`
-	Breaker    string    `json:"breaker"`
+	Retries    int    `json:"retries"`
+	MaxRetries int    `json:"max_retries"`
+	Breaker    string `json:"breaker"`
 	// BreakerFailures is the breaker's count of consecutive call failures.
 	BreakerFailures int `json:"breaker_failures"`
 	// BreakerRetryAt is when an open breaker lets the next probe through.
@@ -707,4 +707,22 @@ func (s *Supervisor) list(ctx context.Context, cs *mcp.ClientSession) (*Catalog,
 		}
 	}
 	return cat, nil
+}
+
+// WaitSettled waits until the supervisor has left the starting state (it is
+// ready, reconnecting, parked or stopped) or ctx ends.
+func (s *Supervisor) WaitSettled(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		st, changed := s.state, s.changed
+		s.mu.Unlock()
+		if st != StateStarting {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

@@ -1,0 +1,445 @@
+// Package cli is the mcpvisor command line: run, validate, tools, call,
+// status and version. It is a thin layer over package host.
+package cli
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcpvisor/mcpvisor/host"
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/upstream"
+)
+
+// Exit codes (DESIGN.md §11).
+const (
+	ExitOK      = 0
+	ExitRuntime = 1
+	ExitUsage   = 2
+)
+
+const (
+	// defaultConfigFile is read when -config is not given.
+	defaultConfigFile = "config.hcl"
+
+	// shutdownGrace bounds a graceful shutdown: HTTP drain plus stopping
+	// every server's process group (each takes at most ~2.5 s).
+	shutdownGrace = 10 * time.Second
+
+	// settleTimeout bounds how long one-shot commands (tools, call) wait
+	// for servers to finish starting.
+	settleTimeout = 90 * time.Second
+)
+
+// IO is where a command reads and writes.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+const usage = `Usage: mcpvisor <command> [options]
+
+Commands:
+  run       start the host and serve the servers' tools (HTTP at /mcp, or --stdio)
+  validate  check a configuration file
+  tools     list the tools the configured servers expose
+  call      call one tool: mcpvisor call TOOL '{"arg": "value"}'
+  status    show server states from a running host
+  version   print the version
+
+Run "mcpvisor <command> -h" for a command's options.
+`
+
+// Run runs the CLI with args (without the program name) and returns the
+// process exit code.
+func Run(args []string, stdio IO) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdio.Stderr, usage)
+		return ExitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return runCmd(rest, stdio)
+	case "validate":
+		return validateCmd(rest, stdio)
+	case "tools":
+		return toolsCmd(rest, stdio)
+	case "call":
+		return callCmd(rest, stdio)
+	case "status":
+		return statusCmd(rest, stdio)
+	case "version", "-version", "--version":
+		fmt.Fprintf(stdio.Stdout, "mcpvisor %s\n", host.Version)
+		return ExitOK
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdio.Stdout, usage)
+		return ExitOK
+	default:
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: unknown command %q\n\n%s", cmd, usage)
+		return ExitUsage
+	}
+}
+
+func newFlags(name string, stdio IO) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	cfg := fs.String("config", defaultConfigFile, "configuration `file`")
+	return fs, cfg
+}
+
+// loadConfig loads the file, printing diagnostics as HCL renders them.
+func loadConfig(path string, stdio IO) (*config.Config, bool) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: invalid configuration:\n%s\n", strings.TrimRight(err.Error(), "\n"))
+		return nil, false
+	}
+	return cfg, true
+}
+
+func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
+	level := hclog.LevelFromString(cfg.Host.LogLevel)
+	if level == hclog.NoLevel {
+		level = hclog.Info
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "mcpvisor",
+		Level:      level,
+		Output:     w,
+		JSONFormat: cfg.Host.LogFormat == "json",
+	})
+}
+
+func validateCmd(args []string, stdio IO) int {
+	fs, path := newFlags("validate", stdio)
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	cfg, ok := loadConfig(*path, stdio)
+	if !ok {
+		return ExitUsage
+	}
+	fmt.Fprintf(stdio.Stdout, "%s: valid (%d server(s))\n", *path, len(cfg.Servers))
+	return ExitOK
+}
+
+func runCmd(args []string, stdio IO) int {
+	fs, path := newFlags("run", stdio)
+	stdioMode := fs.Bool("stdio", false, "serve MCP over stdin/stdout (for Claude Desktop, Cursor, …)")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor run: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	cfg, ok := loadConfig(*path, stdio)
+	if !ok {
+		return ExitUsage
+	}
+	logger := newLogger(cfg, stdio.Stderr)
+
+	listen := cfg.Host.Listen
+	if listen == "" && !*stdioMode {
+		listen = config.DefaultListen
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	h, err := host.New(cfg, host.WithLogger(logger))
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: %v\n", err)
+		return ExitUsage
+	}
+
+	// Bind before starting servers so a taken port fails fast and clearly.
+	var ln net.Listener
+	if listen != "" {
+		ln, err = net.Listen("tcp", listen)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor: cannot listen on %s: %v (is another mcpvisor running? change host.listen)\n", listen, err)
+			return ExitRuntime
+		}
+	}
+
+	if err := h.Start(ctx); err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: %v\n", err)
+		return ExitRuntime
+	}
+
+	errc := make(chan error, 2)
+	var srv *http.Server
+	if ln != nil {
+		srv = &http.Server{Handler: httpMux(h, cfg), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("http server: %w", err)
+			}
+		}()
+		logger.Info("serving streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
+	}
+	stdioDone := make(chan struct{})
+	if *stdioMode {
+		go func() {
+			defer close(stdioDone)
+			if err := h.Gateway().ServeStdio(ctx); err != nil && ctx.Err() == nil {
+				logger.Debug("stdio session ended", "error", err)
+			}
+		}()
+		logger.Info("serving MCP over stdio")
+	}
+
+	code := ExitOK
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case <-stdioDone:
+		logger.Info("stdio client disconnected; shutting down")
+	case err := <-errc:
+		logger.Error("fatal", "error", err)
+		code = ExitRuntime
+	}
+	stop()
+
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if srv != nil {
+		srv.Shutdown(sctx)
+	}
+	if err := h.Close(sctx); err != nil {
+		logger.Error("shutdown incomplete", "error", err)
+		code = ExitRuntime
+	}
+	return code
+}
+
+// httpMux serves /mcp (the gateway), /status (JSON server states) and
+// /healthz.
+func httpMux(h *host.Host, cfg *config.Config) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h.Gateway().HTTPHandler())
+	status := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(statusDoc{Version: host.Version, Servers: h.Status()})
+	})
+	mux.Handle("/status", requireToken(cfg.Host.BearerToken, status))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+type statusDoc struct {
+	Version string            `json:"version"`
+	Servers []upstream.Status `json:"servers"`
+}
+
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpvisor"`)
+			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// startOneShot starts a host for a one-shot command and waits for its
+// servers to settle, reporting servers that are not ready.
+func startOneShot(path string, stdio IO) (*host.Host, int) {
+	cfg, ok := loadConfig(path, stdio)
+	if !ok {
+		return nil, ExitUsage
+	}
+	// One-shot commands only show warnings; their output is the result.
+	if cfg.Host.LogLevel == "info" {
+		cfg.Host.LogLevel = "warn"
+	}
+	h, err := host.New(cfg, host.WithLogger(newLogger(cfg, stdio.Stderr)))
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: %v\n", err)
+		return nil, ExitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	h.Start(ctx)
+	if err := h.WaitSettled(ctx); err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: servers still starting after %s\n", settleTimeout)
+	}
+	for _, st := range h.Status() {
+		if st.State != "ready" {
+			msg := st.LastError
+			if msg == "" {
+				msg = "not ready"
+			}
+			fmt.Fprintf(stdio.Stderr, "mcpvisor: server %q is %s: %s\n", st.Name, st.State, msg)
+		}
+	}
+	return h, ExitOK
+}
+
+func closeHost(h *host.Host) {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	h.Close(ctx)
+}
+
+func toolsCmd(args []string, stdio IO) int {
+	fs, path := newFlags("tools", stdio)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	h, code := startOneShot(*path, stdio)
+	if h == nil {
+		return code
+	}
+	defer closeHost(h)
+	tools := h.Tools()
+	if *asJSON {
+		type row struct {
+			Name        string `json:"name"`
+			Server      string `json:"server"`
+			Original    string `json:"original"`
+			Description string `json:"description,omitempty"`
+		}
+		rows := []row{}
+		for _, t := range tools {
+			rows = append(rows, row{t.Tool.Name, t.Server, t.Original, t.Tool.Description})
+		}
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rows)
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tSERVER\tDESCRIPTION")
+	for _, t := range tools {
+		desc, _, _ := strings.Cut(t.Tool.Description, "\n")
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Tool.Name, t.Server, desc)
+	}
+	tw.Flush()
+	return ExitOK
+}
+
+func callCmd(args []string, stdio IO) int {
+	fs, path := newFlags("call", stdio)
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		fmt.Fprintln(stdio.Stderr, `usage: mcpvisor call [-config FILE] TOOL ['{"arg": "value"}']`)
+		return ExitUsage
+	}
+	tool := fs.Arg(0)
+	var raw json.RawMessage
+	if fs.NArg() == 2 {
+		raw = json.RawMessage(fs.Arg(1))
+		var obj map[string]any
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: arguments must be a JSON object: %v\n", err)
+			return ExitUsage
+		}
+	}
+	h, code := startOneShot(*path, stdio)
+	if h == nil {
+		return code
+	}
+	defer closeHost(h)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := h.CallTool(ctx, tool, raw)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
+		return ExitRuntime
+	}
+	enc := json.NewEncoder(stdio.Stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(res)
+	if res.IsError {
+		return ExitRuntime
+	}
+	return ExitOK
+}
+
+func statusCmd(args []string, stdio IO) int {
+	fs, path := newFlags("status", stdio)
+	addr := fs.String("addr", "", "address of the running host (default: host.listen from the config)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	cfg, ok := loadConfig(*path, stdio)
+	if !ok {
+		return ExitUsage
+	}
+	a := *addr
+	if a == "" {
+		a = cfg.Host.Listen
+		if a == "" {
+			a = config.DefaultListen
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+a+"/status", nil)
+	if cfg.Host.BearerToken != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.Host.BearerToken)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor status: no host answering at %s: %v (is `mcpvisor run` running with this config?)\n", a, err)
+		return ExitRuntime
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor status: %s answered %s\n", a, resp.Status)
+		return ExitRuntime
+	}
+	var doc statusDoc
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor status: unreadable answer from %s: %v\n", a, err)
+		return ExitRuntime
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(doc)
+		return ExitOK
+	}
+	sort.SliceStable(doc.Servers, func(i, j int) bool { return doc.Servers[i].Name < doc.Servers[j].Name })
+	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tGEN\tRETRIES\tBREAKER\tTOOLS\tLAST ERROR")
+	for _, s := range doc.Servers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\n", s.Name, s.State,
+			s.Since.Local().Format(time.TimeOnly), s.Generation, s.Retries, s.MaxRetries,
+			s.Breaker, s.Tools, s.LastError)
+	}
+	tw.Flush()
+	return ExitOK
+}
