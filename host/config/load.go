@@ -1,0 +1,473 @@
+package config
+
+// Loading runs in two stages, like Terraform's: first the file is parsed,
+// checked against the schema and every expression evaluated; only if that
+// succeeds are the semantic checks of Validate run on the result. The
+// second stage relies on every value being what the file said or a default,
+// so that a value that failed to evaluate cannot cause a second, misleading
+// error ("timeout must be greater than zero") about the same line.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+)
+
+// Load reads and decodes the configuration file at path. Relative paths in
+// the file (file(), cwd, a plugin's command) are resolved against the
+// file's directory. Any error is a *DiagnosticsError; when the file cannot
+// be read it wraps the I/O error (errors.Is(err, fs.ErrNotExist) works).
+func Load(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		diag := &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Cannot read configuration file",
+			Detail:   fmt.Sprintf("mcpvisor could not read the configuration file %q: %s.", path, plainPathError(err)),
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			diag.Summary = "Configuration file not found"
+			diag.Detail = fmt.Sprintf("There is no file at %q. Pass the right path with -config, or create the file (an empty file is a valid configuration with no servers).", path)
+		}
+		return nil, &DiagnosticsError{Diags: hcl.Diagnostics{diag}, cause: err}
+	}
+	baseDir := filepath.Dir(path)
+	if abs, err := filepath.Abs(baseDir); err == nil {
+		baseDir = abs
+	}
+	return parse(src, path, baseDir)
+}
+
+// Parse decodes a configuration from src; filename is used in diagnostics
+// and its directory, as given, is where relative paths are resolved. Any
+// error is a *DiagnosticsError.
+func Parse(src []byte, filename string) (*Config, error) {
+	return parse(src, filename, filepath.Dir(filename))
+}
+
+func parse(src []byte, filename, baseDir string) (*Config, error) {
+	p := hclparse.NewParser()
+	file, diags := p.ParseHCL(src, filename)
+	if diags.HasErrors() {
+		return nil, newDiagnosticsError(diags, p.Files())
+	}
+
+	var raw fileSchema
+	diags = append(diags, gohcl.DecodeBody(file.Body, nil, &raw)...)
+
+	d := &decoder{
+		ctx:     evalContext(baseDir),
+		baseDir: baseDir,
+		src:     newSourceMap(),
+	}
+	cfg := d.config(&raw, filename)
+	diags = append(diags, d.diags...)
+	if diags.HasErrors() {
+		return nil, newDiagnosticsError(diags, p.Files())
+	}
+
+	if diags := cfg.check(d.src); diags.HasErrors() {
+		return nil, newDiagnosticsError(diags, p.Files())
+	}
+	return cfg, nil
+}
+
+// decoder turns the raw schema into a Config, evaluating each expression
+// and recording where each value came from for the semantic checks.
+type decoder struct {
+	ctx     *hcl.EvalContext
+	baseDir string
+	src     *sourceMap
+	diags   hcl.Diagnostics
+}
+
+func (d *decoder) config(raw *fileSchema, filename string) *Config {
+	c := &Config{Filename: filename, Host: defaultHost()}
+	if raw.Host != nil {
+		d.host(raw.Host, &c.Host)
+	}
+	for _, rs := range raw.Servers {
+		if rs == nil {
+			continue
+		}
+		c.Servers = append(c.Servers, d.server(rs))
+	}
+	return c
+}
+
+func (d *decoder) host(rh *hostSchema, h *Host) {
+	at := func(key string, expr hcl.Expression) { d.src.host[key] = expr.Range() }
+
+	if v, ok := d.str(rh.Listen, "listen"); ok {
+		h.Listen = v
+		at("listen", rh.Listen)
+	}
+	if v, ok := d.str(rh.LogLevel, "log_level"); ok {
+		h.LogLevel = v
+		at("log_level", rh.LogLevel)
+	}
+	if v, ok := d.str(rh.LogFormat, "log_format"); ok {
+		h.LogFormat = v
+		at("log_format", rh.LogFormat)
+	}
+	if v, ok := d.str(rh.Separator, "separator"); ok {
+		h.Separator = v
+		at("separator", rh.Separator)
+	}
+	if rh.Auth != nil {
+		d.src.host["auth"] = rh.Auth.DefRange
+		before := len(d.diags)
+		v, ok := d.str(rh.Auth.BearerToken, "bearer_token")
+		switch {
+		case ok && v == "":
+			d.errorf(rh.Auth.BearerToken.Range().Ptr(), "Empty bearer token",
+				"bearer_token is empty, which would let any client in. Set it to a secret, for example bearer_token = env(\"MCPVISOR_TOKEN\"), or remove the auth block.")
+		case ok:
+			h.BearerToken = v
+			at("bearer_token", rh.Auth.BearerToken)
+		case len(d.diags) == before:
+			d.errorf(rh.Auth.DefRange.Ptr(), "Missing required argument",
+				"The auth block needs bearer_token, the secret clients send as \"Authorization: Bearer <token>\". For example: auth { bearer_token = env(\"MCPVISOR_TOKEN\") }.")
+		}
+	}
+}
+
+func (d *decoder) server(rs *serverSchema) *Server {
+	s := defaultServer(rs.Name)
+	s.DeclRange = rs.DefRange
+	r := map[string]hcl.Range{"name": rs.NameRange}
+	d.src.servers[s] = r
+	at := func(key string, expr hcl.Expression) { r[key] = expr.Range() }
+	where := fmt.Sprintf("server %q", rs.Name)
+
+	if v, ok := d.str(rs.Command, "command"); ok {
+		at("command", rs.Command)
+		if v == "" {
+			d.errorf(rs.Command.Range().Ptr(), "Empty command",
+				fmt.Sprintf("command in %s is empty. Set it to the program to run, such as \"npx\", or remove it.", where))
+		}
+		s.Command = v
+	}
+	if v, ok := d.strList(rs.Args, "args"); ok {
+		s.Args = v
+	}
+	if v, ok := d.strMap(rs.Env, "env"); ok {
+		s.Env = v
+		at("env", rs.Env)
+	}
+	if v, ok := d.str(rs.Cwd, "cwd"); ok && v != "" {
+		s.Cwd = d.resolve(v)
+	}
+
+	if v, ok := d.str(rs.URL, "url"); ok {
+		at("url", rs.URL)
+		if v == "" {
+			d.errorf(rs.URL.Range().Ptr(), "Empty url",
+				fmt.Sprintf("url in %s is empty. Set it to the server's endpoint, such as \"https://mcp.example.com/mcp\", or remove it.", where))
+		}
+		s.URL = v
+	}
+	if v, ok := d.strMap(rs.Headers, "headers"); ok {
+		s.Headers = v
+		at("headers", rs.Headers)
+	}
+	if v, ok := d.str(rs.Transport, "transport"); ok {
+		at("transport", rs.Transport)
+		if s.URL == "" {
+			d.errorf(rs.Transport.Range().Ptr(), "transport without url",
+				fmt.Sprintf("transport in %s chooses between the HTTP transports (\"streamable-http\" or \"sse\") and applies only to a server with url. A server with command always uses stdio, and one with a plugin block uses its plugin; remove transport.", where))
+		} else {
+			s.Transport = Transport(v)
+		}
+	}
+	if rs.Plugin != nil {
+		s.Plugin = d.plugin(rs.Plugin, r)
+	}
+	if s.Transport == "" {
+		s.Transport = impliedTransport(s)
+	}
+
+	if v, ok := d.duration(rs.Timeout, "timeout", where); ok {
+		s.Timeout = v
+		at("timeout", rs.Timeout)
+	}
+	if v, ok := d.duration(rs.ConnectTimeout, "connect_timeout", where); ok {
+		s.ConnectTimeout = v
+		at("connect_timeout", rs.ConnectTimeout)
+	}
+	// An explicit prefix, even "", replaces the default (the name).
+	if v, ok := d.str(rs.Prefix, "prefix"); ok {
+		s.Prefix = v
+		at("prefix", rs.Prefix)
+	}
+	if v, ok := d.str(rs.ProtocolVersion, "protocol_version"); ok {
+		s.ProtocolVersion = v
+		at("protocol_version", rs.ProtocolVersion)
+	}
+
+	if t := rs.Tools; t != nil {
+		if v, ok := d.strList(t.Include, "include"); ok {
+			s.Tools.Include = v
+			at("tools.include", t.Include)
+		}
+		if v, ok := d.strList(t.Exclude, "exclude"); ok {
+			s.Tools.Exclude = v
+			at("tools.exclude", t.Exclude)
+		}
+	}
+
+	if rr := rs.Reconnect; rr != nil {
+		if v, ok := d.integer(rr.MaxRetries, "max_retries"); ok {
+			s.Reconnect.MaxRetries = v
+			at("reconnect.max_retries", rr.MaxRetries)
+		}
+		if v, ok := d.duration(rr.MaxBackoff, "max_backoff", where); ok {
+			s.Reconnect.MaxBackoff = v
+			at("reconnect.max_backoff", rr.MaxBackoff)
+		}
+		if v, ok := d.duration(rr.ParkedRetry, "parked_retry", where); ok {
+			s.Reconnect.ParkedRetry = v
+			at("reconnect.parked_retry", rr.ParkedRetry)
+		}
+		if v, ok := d.duration(rr.HealthyAfter, "healthy_after", where); ok {
+			s.Reconnect.HealthyAfter = v
+			at("reconnect.healthy_after", rr.HealthyAfter)
+		}
+	}
+
+	if rb := rs.Breaker; rb != nil {
+		if v, ok := d.integer(rb.Threshold, "threshold"); ok {
+			s.Breaker.Threshold = v
+			at("breaker.threshold", rb.Threshold)
+		}
+		if v, ok := d.duration(rb.Cooldown, "cooldown", where); ok {
+			s.Breaker.Cooldown = v
+			at("breaker.cooldown", rb.Cooldown)
+		}
+	}
+	return s
+}
+
+func (d *decoder) plugin(rp *pluginSchema, r map[string]hcl.Range) *Plugin {
+	p := &Plugin{Name: rp.Name}
+	r["plugin"] = rp.DefRange
+	r["plugin.name"] = rp.NameRange
+
+	before := len(d.diags)
+	v, ok := d.str(rp.Command, "command")
+	switch {
+	case ok && v != "":
+		p.Command = d.resolve(v)
+		r["plugin.command"] = rp.Command.Range()
+	case len(d.diags) == before:
+		subject := rp.DefRange.Ptr()
+		if ok {
+			subject = rp.Command.Range().Ptr()
+		}
+		d.errorf(subject, "Missing plugin command",
+			fmt.Sprintf("The plugin %q block needs command, the path of the plugin binary, such as command = \"./bin/mcpvisor-transport-%s\".", rp.Name, rp.Name))
+	}
+	if v, ok := d.strList(rp.Args, "args"); ok {
+		p.Args = v
+	}
+	if v, ok := d.str(rp.SHA256, "sha256"); ok {
+		p.SHA256 = v
+		r["plugin.sha256"] = rp.SHA256.Range()
+	}
+	if v, ok := d.jsonObject(rp.Config, "config"); ok {
+		p.Config = v
+		r["plugin.config"] = rp.Config.Range()
+	}
+	return p
+}
+
+// resolve makes a relative path relative to the configuration's directory.
+func (d *decoder) resolve(path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(d.baseDir, path)
+}
+
+func (d *decoder) errorf(subject *hcl.Range, summary, detail string) {
+	d.diags = append(d.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  summary,
+		Detail:   detail,
+		Subject:  subject,
+	})
+}
+
+// eval evaluates an attribute and converts it to ty. ok is false when the
+// attribute is unset (absent or null) or when it failed, in which case the
+// failure has been recorded.
+func (d *decoder) eval(expr hcl.Expression, name string, ty cty.Type) (cty.Value, bool) {
+	if expr == nil {
+		return cty.NilVal, false
+	}
+	v, diags := expr.Value(d.ctx)
+	d.diags = append(d.diags, diags...)
+	if diags.HasErrors() || v.IsNull() || !v.IsWhollyKnown() || v.ContainsMarked() {
+		return cty.NilVal, false
+	}
+	cv, err := convert.Convert(v, ty)
+	if err != nil {
+		d.typeError(expr, name, err)
+		return cty.NilVal, false
+	}
+	// Null elements survive conversion ("args = [null]") but have no Go
+	// string to become.
+	if ty.IsCollectionType() {
+		for it := cv.ElementIterator(); it.Next(); {
+			k, ev := it.Element()
+			if ev.IsNull() {
+				d.typeError(expr, name, cty.Path{cty.IndexStep{Key: k}}.NewErrorf("element must not be null"))
+				return cty.NilVal, false
+			}
+		}
+	}
+	return cv, true
+}
+
+func (d *decoder) typeError(expr hcl.Expression, name string, err error) {
+	msg := err.Error()
+	var pe cty.PathError
+	if errors.As(err, &pe) && len(pe.Path) > 0 {
+		msg = formatPath(pe.Path) + ": " + msg
+	}
+	d.diags = append(d.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Incorrect attribute value type",
+		Detail:   fmt.Sprintf("Inappropriate value for attribute %q: %s.", name, msg),
+		Subject:  expr.Range().Ptr(),
+	})
+}
+
+// formatPath renders a cty path the way it is written in HCL: [0]["key"].
+func formatPath(path cty.Path) string {
+	var b strings.Builder
+	b.WriteString("element ")
+	for _, step := range path {
+		switch s := step.(type) {
+		case cty.IndexStep:
+			switch {
+			case s.Key.Type() == cty.String:
+				fmt.Fprintf(&b, "[%q]", s.Key.AsString())
+			case s.Key.Type() == cty.Number:
+				fmt.Fprintf(&b, "[%s]", s.Key.AsBigFloat().Text('f', -1))
+			default:
+				b.WriteString("[…]")
+			}
+		case cty.GetAttrStep:
+			fmt.Fprintf(&b, ".%s", s.Name)
+		}
+	}
+	return b.String()
+}
+
+func (d *decoder) str(expr hcl.Expression, name string) (string, bool) {
+	v, ok := d.eval(expr, name, cty.String)
+	if !ok {
+		return "", false
+	}
+	return v.AsString(), true
+}
+
+func (d *decoder) strList(expr hcl.Expression, name string) ([]string, bool) {
+	v, ok := d.eval(expr, name, cty.List(cty.String))
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, v.LengthInt())
+	for it := v.ElementIterator(); it.Next(); {
+		_, ev := it.Element()
+		out = append(out, ev.AsString())
+	}
+	return out, true
+}
+
+func (d *decoder) strMap(expr hcl.Expression, name string) (map[string]string, bool) {
+	v, ok := d.eval(expr, name, cty.Map(cty.String))
+	if !ok {
+		return nil, false
+	}
+	out := make(map[string]string, v.LengthInt())
+	for it := v.ElementIterator(); it.Next(); {
+		k, ev := it.Element()
+		out[k.AsString()] = ev.AsString()
+	}
+	return out, true
+}
+
+func (d *decoder) integer(expr hcl.Expression, name string) (int, bool) {
+	v, ok := d.eval(expr, name, cty.Number)
+	if !ok {
+		return 0, false
+	}
+	bf := v.AsBigFloat()
+	i, acc := bf.Int64()
+	if !bf.IsInt() || acc != big.Exact || int64(int(i)) != i {
+		d.diags = append(d.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Incorrect attribute value type",
+			Detail:   fmt.Sprintf("Inappropriate value for attribute %q: a whole number is required, not %s.", name, bf.Text('g', 10)),
+			Subject:  expr.Range().Ptr(),
+		})
+		return 0, false
+	}
+	return int(i), true
+}
+
+func (d *decoder) duration(expr hcl.Expression, name, where string) (time.Duration, bool) {
+	s, ok := d.str(expr, name)
+	if !ok {
+		return 0, false
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.diags = append(d.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid duration",
+			Detail: fmt.Sprintf("%s in %s is %q, which is not a duration. Write a number with a unit (ns, us, ms, s, m, h), such as \"30s\", \"5m\" or \"1h30m\".",
+				name, where, s),
+			Subject: expr.Range().Ptr(),
+		})
+		return 0, false
+	}
+	return v, true
+}
+
+// jsonObject evaluates an object (or map) attribute and encodes it as JSON.
+func (d *decoder) jsonObject(expr hcl.Expression, name string) ([]byte, bool) {
+	v, ok := d.eval(expr, name, cty.DynamicPseudoType)
+	if !ok {
+		return nil, false
+	}
+	if ty := v.Type(); !ty.IsObjectType() && !ty.IsMapType() {
+		d.diags = append(d.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Incorrect attribute value type",
+			Detail:   fmt.Sprintf("Inappropriate value for attribute %q: an object is required, such as { socket = \"/run/x.sock\" }, not %s.", name, ty.FriendlyName()),
+			Subject:  expr.Range().Ptr(),
+		})
+		return nil, false
+	}
+	data, err := ctyjson.Marshal(v, v.Type())
+	if err != nil {
+		d.typeError(expr, name, err)
+		return nil, false
+	}
+	return data, true
+}

@@ -1,0 +1,106 @@
+package config
+
+// The HCL schema: what a configuration file may contain, as gohcl-tagged
+// structs. Every attribute is decoded as an hcl.Expression and evaluated by
+// the decoder in load.go, so that
+//
+//   - an unset attribute can be told apart from an explicit zero value
+//     (`prefix = ""` keeps the prefix empty, `max_retries = 0` is allowed),
+//   - every semantic error can point at the attribute's own source range, and
+//   - a failed env() or file() call is reported once, not once more as an
+//     "unsuitable value" by gohcl's type conversion.
+//
+// gohcl still owns the structure: unknown attributes and blocks are errors
+// with "Did you mean" suggestions, block labels are checked, and a block
+// that may appear once cannot appear twice.
+
+import "github.com/hashicorp/hcl/v2"
+
+// fileSchema is the top level of a configuration file.
+type fileSchema struct {
+	Host    *hostSchema     `hcl:"host,block"`
+	Servers []*serverSchema `hcl:"server,block"`
+}
+
+// hostSchema is the `host { … }` block.
+type hostSchema struct {
+	Listen    hcl.Expression `hcl:"listen,optional"`
+	LogLevel  hcl.Expression `hcl:"log_level,optional"`
+	LogFormat hcl.Expression `hcl:"log_format,optional"`
+	Separator hcl.Expression `hcl:"separator,optional"`
+
+	Auth *authSchema `hcl:"auth,block"`
+
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// authSchema is the `auth { … }` block inside the host block.
+type authSchema struct {
+	BearerToken hcl.Expression `hcl:"bearer_token,optional"`
+
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// serverSchema is one `server "name" { … }` block.
+type serverSchema struct {
+	Name      string    `hcl:"name,label"`
+	NameRange hcl.Range `hcl:"name,label_range"`
+
+	// stdio
+	Command hcl.Expression `hcl:"command,optional"`
+	Args    hcl.Expression `hcl:"args,optional"`
+	Env     hcl.Expression `hcl:"env,optional"`
+	Cwd     hcl.Expression `hcl:"cwd,optional"`
+
+	// HTTP
+	URL       hcl.Expression `hcl:"url,optional"`
+	Headers   hcl.Expression `hcl:"headers,optional"`
+	Transport hcl.Expression `hcl:"transport,optional"`
+
+	// go-plugin
+	Plugin *pluginSchema `hcl:"plugin,block"`
+
+	Timeout         hcl.Expression `hcl:"timeout,optional"`
+	ConnectTimeout  hcl.Expression `hcl:"connect_timeout,optional"`
+	Prefix          hcl.Expression `hcl:"prefix,optional"`
+	ProtocolVersion hcl.Expression `hcl:"protocol_version,optional"`
+
+	Tools     *toolsSchema     `hcl:"tools,block"`
+	Reconnect *reconnectSchema `hcl:"reconnect,block"`
+	Breaker   *breakerSchema   `hcl:"breaker,block"`
+
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// pluginSchema is the `plugin "name" { … }` block inside a server block.
+type pluginSchema struct {
+	Name      string    `hcl:"name,label"`
+	NameRange hcl.Range `hcl:"name,label_range"`
+
+	Command hcl.Expression `hcl:"command,optional"`
+	Args    hcl.Expression `hcl:"args,optional"`
+	SHA256  hcl.Expression `hcl:"sha256,optional"`
+	Config  hcl.Expression `hcl:"config,optional"`
+
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// toolsSchema is the `tools { … }` block inside a server block.
+type toolsSchema struct {
+	Include hcl.Expression `hcl:"include,optional"`
+	Exclude hcl.Expression `hcl:"exclude,optional"`
+}
+
+// reconnectSchema is the `reconnect { … }` block inside a server block.
+type reconnectSchema struct {
+	MaxRetries   hcl.Expression `hcl:"max_retries,optional"`
+	MaxBackoff   hcl.Expression `hcl:"max_backoff,optional"`
+	ParkedRetry  hcl.Expression `hcl:"parked_retry,optional"`
+	HealthyAfter hcl.Expression `hcl:"healthy_after,optional"`
+}
+
+// breakerSchema is the `breaker { … }` block inside a server block.
+type breakerSchema struct {
+	Threshold hcl.Expression `hcl:"threshold,optional"`
+	Cooldown  hcl.Expression `hcl:"cooldown,optional"`
+}

@@ -1,0 +1,385 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// ProtocolVersions are the MCP protocol versions a server block's
+// protocol_version may request, oldest first.
+func ProtocolVersions() []string {
+	return []string{"2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
+}
+
+// logLevels are the hclog level names log_level accepts.
+var logLevels = []string{"trace", "debug", "info", "warn", "error"}
+
+// logFormats are the values log_format accepts.
+var logFormats = []string{"text", "json"}
+
+// Validate checks a Config's semantics: unique non-empty server names,
+// exactly one transport per server, well-formed URLs, listen addresses,
+// checksums, globs and versions, positive timeouts, and a bearer token for a
+// non-loopback listen. Load and Parse run the same checks, with source
+// ranges; on a Config built in Go the diagnostics have no Subject and name
+// the server in their text instead. A non-nil error is a *DiagnosticsError.
+//
+// Validate does not fill defaults; call ApplyDefaults first.
+func (c *Config) Validate() error {
+	if c == nil {
+		return &DiagnosticsError{Diags: hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "No configuration",
+			Detail:   "Validate was called on a nil *Config.",
+		}}}
+	}
+	if diags := c.check(nil); diags.HasErrors() {
+		return newDiagnosticsError(diags, nil)
+	}
+	return nil
+}
+
+// sourceMap remembers where decoded values came from, so that the checks
+// shared with Validate can point into the file. Keys are attribute names,
+// dotted for nested blocks ("reconnect.max_retries"); "name" is a server's
+// label.
+type sourceMap struct {
+	host    map[string]hcl.Range
+	servers map[*Server]map[string]hcl.Range
+}
+
+func newSourceMap() *sourceMap {
+	return &sourceMap{
+		host:    map[string]hcl.Range{},
+		servers: map[*Server]map[string]hcl.Range{},
+	}
+}
+
+// checker accumulates the diagnostics of one check run.
+type checker struct {
+	src   *sourceMap
+	diags hcl.Diagnostics
+}
+
+func (c *Config) check(src *sourceMap) hcl.Diagnostics {
+	k := &checker{src: src}
+	k.host(&c.Host)
+
+	first := make(map[string]*Server, len(c.Servers))
+	for i, s := range c.Servers {
+		if s == nil {
+			k.errorf(nil, "Missing server", "Servers[%d] is nil.", i)
+			continue
+		}
+		if s.Name == "" {
+			k.errorf(k.at(s, "name"), "Empty server name",
+				"A server block's label is its name, which prefixes its tools; it must not be empty. Write server \"github\" { … }.")
+		} else if prev, dup := first[s.Name]; dup {
+			where := "is already defined"
+			if prev.DeclRange.Filename != "" {
+				where = fmt.Sprintf("was already defined at %s:%d", prev.DeclRange.Filename, prev.DeclRange.Start.Line)
+			}
+			k.errorf(k.at(s, "name"), "Duplicate server name",
+				"A server named %q %s. Server names must be unique; rename or remove one of the two blocks.", s.Name, where)
+		} else {
+			first[s.Name] = s
+		}
+		k.server(s)
+	}
+	return k.diags
+}
+
+// at is where a server's key was set: the attribute's value, else the
+// server block's header, else nowhere (a Config built in Go).
+func (k *checker) at(s *Server, key string) *hcl.Range {
+	if k.src != nil {
+		if r, ok := k.src.servers[s][key]; ok {
+			return &r
+		}
+	}
+	if s.DeclRange.Filename != "" || s.DeclRange.End.Byte > 0 {
+		r := s.DeclRange
+		return &r
+	}
+	return nil
+}
+
+// hostAt is where a host key was set, or nowhere.
+func (k *checker) hostAt(key string) *hcl.Range {
+	if k.src != nil {
+		if r, ok := k.src.host[key]; ok {
+			return &r
+		}
+	}
+	return nil
+}
+
+func (k *checker) errorf(subject *hcl.Range, summary, format string, args ...any) {
+	k.diags = append(k.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  summary,
+		Detail:   fmt.Sprintf(format, args...),
+		Subject:  subject,
+	})
+}
+
+func (k *checker) host(h *Host) {
+	if !slices.Contains(logLevels, h.LogLevel) {
+		k.errorf(k.hostAt("log_level"), "Invalid log level",
+			"log_level in the host block is %q; use one of %s.", h.LogLevel, quoteList(logLevels))
+	}
+	if !slices.Contains(logFormats, h.LogFormat) {
+		k.errorf(k.hostAt("log_format"), "Invalid log format",
+			"log_format in the host block is %q; use \"text\" for people or \"json\" for log collectors.", h.LogFormat)
+	}
+	if h.Separator == "" || strings.Trim(h.Separator, nameChars) != "" {
+		k.errorf(k.hostAt("separator"), "Invalid separator",
+			"separator in the host block is %q. It joins a server's prefix and a tool's name, and exposed names may only contain letters, digits, '_', '.' and '-'; use a non-empty string of those, such as the default \"__\".", h.Separator)
+	}
+	if h.Listen == "" {
+		return
+	}
+	loopback, err := listenIsLoopback(h.Listen)
+	if err != nil {
+		k.errorf(k.hostAt("listen"), "Invalid listen address",
+			"listen in the host block is %q: %s. Write host:port, such as \"127.0.0.1:8811\".", h.Listen, err)
+		return
+	}
+	if !loopback && h.BearerToken == "" {
+		k.errorf(k.hostAt("listen"), "Non-loopback listen address without a bearer token",
+			"listen in the host block is %q, which accepts connections from other machines, and anyone who reaches it could call every tool of every server. Add auth { bearer_token = env(\"MCPVISOR_TOKEN\") } to the host block so that clients must send \"Authorization: Bearer <token>\", or listen on a loopback address such as \"127.0.0.1:8811\".", h.Listen)
+	}
+}
+
+// nameChars are the characters an exposed tool name may contain.
+const nameChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+
+// listenIsLoopback reports whether a host:port address only accepts local
+// connections. An empty host listens on every interface; a host name other
+// than localhost may resolve to anything, so both count as non-loopback.
+func listenIsLoopback(listen string) (bool, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		if ae, ok := err.(*net.AddrError); ok {
+			return false, fmt.Errorf("%s", ae.Err)
+		}
+		return false, err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return false, fmt.Errorf("the port %q is not a number from 0 to 65535", port)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	if addr, err := netip.ParseAddr(host); err == nil {
+		return addr.IsLoopback(), nil
+	}
+	return false, nil
+}
+
+func (k *checker) server(s *Server) {
+	name := fmt.Sprintf("server %q", s.Name)
+
+	var set []string
+	if s.Command != "" {
+		set = append(set, "command")
+	}
+	if s.URL != "" {
+		set = append(set, "url")
+	}
+	if s.Plugin != nil {
+		set = append(set, "plugin")
+	}
+	switch len(set) {
+	case 0:
+		k.errorf(k.at(s, ""), "Server has no transport",
+			"%s sets none of command, url or a plugin block, so mcpvisor does not know how to reach it. Set command (a stdio subprocess), url (an HTTP endpoint) or a plugin block.", name)
+	case 1:
+		k.transport(s, name)
+	default:
+		k.errorf(k.at(s, set[1]), "Conflicting transports",
+			"%s sets %s. A server is either a subprocess (command), an HTTP endpoint (url) or a plugin (plugin block); keep exactly one, and declare a second server block for the other.", name, strings.Join(set, " and "))
+	}
+
+	if s.URL != "" {
+		if err := checkURL(s.URL); err != nil {
+			k.errorf(k.at(s, "url"), "Invalid url",
+				"url in %s is %q: %s. Write an absolute http or https URL, such as \"https://mcp.example.com/mcp\".", name, s.URL, err)
+		}
+	}
+	for _, key := range sortedKeys(s.Env) {
+		if key == "" || strings.ContainsAny(key, "=\x00") {
+			k.errorf(k.at(s, "env"), "Invalid environment variable name",
+				"env in %s has the name %q; a variable name must not be empty or contain '=' or NUL.", name, key)
+		}
+	}
+	for _, key := range sortedKeys(s.Headers) {
+		if !validHeaderName(key) {
+			k.errorf(k.at(s, "headers"), "Invalid header name",
+				"headers in %s has the name %q, which is not a valid HTTP header name (letters, digits and !#$%%&'*+-.^_`|~ only).", name, key)
+		}
+	}
+
+	k.positive(s, "timeout", name, s.Timeout)
+	k.positive(s, "connect_timeout", name, s.ConnectTimeout)
+
+	if s.ProtocolVersion != "" && !slices.Contains(ProtocolVersions(), s.ProtocolVersion) {
+		k.errorf(k.at(s, "protocol_version"), "Unsupported protocol version",
+			"protocol_version in %s is %q; use one of %s, or remove it to use the newest.", name, s.ProtocolVersion, quoteList(ProtocolVersions()))
+	}
+
+	k.globs(s, "tools.include", name, s.Tools.Include)
+	k.globs(s, "tools.exclude", name, s.Tools.Exclude)
+
+	if s.Reconnect.MaxRetries < 0 {
+		k.errorf(k.at(s, "reconnect.max_retries"), "Invalid max_retries",
+			"max_retries in %s is %d; it must be 0 or more (0 parks the server after its first failed connect).", name, s.Reconnect.MaxRetries)
+	}
+	k.positive(s, "reconnect.max_backoff", name, s.Reconnect.MaxBackoff)
+	k.positive(s, "reconnect.parked_retry", name, s.Reconnect.ParkedRetry)
+	k.positive(s, "reconnect.healthy_after", name, s.Reconnect.HealthyAfter)
+
+	if s.Breaker.Threshold < 1 {
+		k.errorf(k.at(s, "breaker.threshold"), "Invalid threshold",
+			"threshold in %s is %d; it must be 1 or more (the number of consecutive failures that opens the breaker).", name, s.Breaker.Threshold)
+	}
+	k.positive(s, "breaker.cooldown", name, s.Breaker.Cooldown)
+
+	if p := s.Plugin; p != nil {
+		k.plugin(s, p, name)
+	}
+}
+
+// transport checks that a server's Transport matches the one attribute
+// that selects it.
+func (k *checker) transport(s *Server, name string) {
+	switch {
+	case s.URL != "":
+		if s.Transport != TransportStreamable && s.Transport != TransportSSE {
+			k.errorf(k.at(s, "transport"), "Invalid transport",
+				"transport in %s is %q; a url server uses \"streamable-http\" (the default) or \"sse\" for the legacy HTTP+SSE transport.", name, s.Transport)
+		}
+	case s.Command != "":
+		if s.Transport != TransportStdio {
+			k.errorf(k.at(s, "command"), "Invalid transport",
+				"%s sets command, so its transport must be %q, not %q.", name, TransportStdio, s.Transport)
+		}
+	case s.Plugin != nil:
+		if s.Transport != TransportPlugin {
+			k.errorf(k.at(s, "plugin"), "Invalid transport",
+				"%s has a plugin block, so its transport must be %q, not %q.", name, TransportPlugin, s.Transport)
+		}
+	}
+}
+
+func (k *checker) plugin(s *Server, p *Plugin, name string) {
+	if p.Name == "" {
+		k.errorf(k.at(s, "plugin.name"), "Empty plugin name",
+			"The plugin block in %s has an empty label; name the transport, such as plugin \"unix\" { … }.", name)
+	}
+	if p.Command == "" {
+		k.errorf(k.at(s, "plugin"), "Missing plugin command",
+			"The plugin %q block in %s needs command, the path of the plugin binary.", p.Name, name)
+	}
+	if p.SHA256 != "" && !isHexSHA256(p.SHA256) {
+		k.errorf(k.at(s, "plugin.sha256"), "Invalid sha256",
+			"sha256 of the plugin %q in %s is %q; it must be 64 hexadecimal digits, as printed by `sha256sum %s`.", p.Name, name, p.SHA256, p.Command)
+	}
+	if len(p.Config) > 0 && !json.Valid(p.Config) {
+		k.errorf(k.at(s, "plugin.config"), "Invalid plugin config",
+			"The config of the plugin %q in %s is not valid JSON.", p.Name, name)
+	}
+}
+
+// positive reports a duration that is zero or negative.
+func (k *checker) positive(s *Server, key, name string, d time.Duration) {
+	if d > 0 {
+		return
+	}
+	attr := key[strings.LastIndexByte(key, '.')+1:]
+	k.errorf(k.at(s, key), "Invalid "+attr,
+		"%s in %s is %s; it must be greater than zero, such as \"30s\".", attr, name, d)
+}
+
+// globs reports patterns path.Match would reject.
+func (k *checker) globs(s *Server, key, name string, patterns []string) {
+	attr := key[strings.LastIndexByte(key, '.')+1:]
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil {
+			k.errorf(k.at(s, key), "Invalid glob",
+				"%s in the tools block of %s has the pattern %q, which is malformed (%s). Use * and ? wildcards and [a-z] classes, such as \"read_*\".", attr, name, p, err)
+		}
+	}
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if ue, ok := err.(*url.Error); ok {
+			return ue.Err
+		}
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		if u.Scheme == "" {
+			return fmt.Errorf("it has no scheme")
+		}
+		return fmt.Errorf("the scheme %q is not http or https", u.Scheme)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("it has no host")
+	}
+	return nil
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r >= 0x80 || !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+func quoteList(vs []string) string {
+	q := make([]string, len(vs))
+	for i, v := range vs {
+		q[i] = strconv.Quote(v)
+	}
+	return strings.Join(q, ", ")
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
