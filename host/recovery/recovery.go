@@ -212,15 +212,15 @@ func (e *Error) Unwrap() error { return e.Err }
 
 var (
 	bearerRe = regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+`)
-	authRe   = regexp.MustCompile(`(?i)(authorization["']?\s*[:=]\s*["']?)[^"'\s,}]+`)
+	authRe   = regexp.MustCompile(`(?i)(authorization["']?\s*[:=]\s*["']?)[^"'\n;,}]+`)
 	queryRe  = regexp.MustCompile(`(?i)([?&](?:access_token|token|key|api_key|apikey|secret|password)=)[^&\s"']+`)
 )
 
 // Redact removes credentials from text that may reach a user or a log:
 // bearer tokens, Authorization values and token=/key= query values.
 func Redact(s string) string {
-	s = bearerRe.ReplaceAllString(s, "${1}[redacted]")
 	s = authRe.ReplaceAllString(s, "${1}[redacted]")
+	s = bearerRe.ReplaceAllString(s, "${1}[redacted]")
 	s = queryRe.ReplaceAllString(s, "${1}[redacted]")
 	return s
 }
