@@ -71,9 +71,13 @@ func parse(src []byte, filename, baseDir string) (*Config, error) {
 		ctx:     evalContext(baseDir),
 		baseDir: baseDir,
 		src:     newSourceMap(),
+		// A misspelled required attribute is already reported as
+		// unsupported; reporting it missing as well would be noise.
+		quiet: diags.HasErrors(),
 	}
 	cfg := d.config(&raw, filename)
 	diags = append(diags, d.diags...)
+	suggestNames(file.Body, diags)
 	if diags.HasErrors() {
 		return nil, newDiagnosticsError(diags, p.Files())
 	}
@@ -91,6 +95,7 @@ type decoder struct {
 	baseDir string
 	src     *sourceMap
 	diags   hcl.Diagnostics
+	quiet   bool // skip "missing required attribute" errors
 }
 
 func (d *decoder) config(raw *fileSchema, filename string) *Config {
@@ -137,7 +142,7 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		case ok:
 			h.BearerToken = v
 			at("bearer_token", rh.Auth.BearerToken)
-		case len(d.diags) == before:
+		case len(d.diags) == before && !d.quiet:
 			d.errorf(rh.Auth.DefRange.Ptr(), "Missing required argument",
 				"The auth block needs bearer_token, the secret clients send as \"Authorization: Bearer <token>\". For example: auth { bearer_token = env(\"MCPVISOR_TOKEN\") }.")
 		}
@@ -186,7 +191,7 @@ func (d *decoder) server(rs *serverSchema) *Server {
 	if v, ok := d.str(rs.Transport, "transport"); ok {
 		at("transport", rs.Transport)
 		if s.URL == "" {
-			d.errorf(rs.Transport.Range().Ptr(), "transport without url",
+			d.errorf(rs.Transport.Range().Ptr(), "Transport without url",
 				fmt.Sprintf("transport in %s chooses between the HTTP transports (\"streamable-http\" or \"sse\") and applies only to a server with url. A server with command always uses stdio, and one with a plugin block uses its plugin; remove transport.", where))
 		} else {
 			s.Transport = Transport(v)
@@ -271,7 +276,7 @@ func (d *decoder) plugin(rp *pluginSchema, r map[string]hcl.Range) *Plugin {
 	case ok && v != "":
 		p.Command = d.resolve(v)
 		r["plugin.command"] = rp.Command.Range()
-	case len(d.diags) == before:
+	case len(d.diags) == before && !d.quiet:
 		subject := rp.DefRange.Ptr()
 		if ok {
 			subject = rp.Command.Range().Ptr()

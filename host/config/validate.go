@@ -133,16 +133,32 @@ func (k *checker) errorf(subject *hcl.Range, summary, format string, args ...any
 	})
 }
 
+// unset reports whether a host string is empty because it was never set:
+// on a Config built in Go an empty LogLevel, LogFormat or Separator means
+// the default, while in a file `log_level = ""` is a mistake.
+func (k *checker) unset(key, value string) bool {
+	return value == "" && k.hostAt(key) == nil
+}
+
+// defaultsHint ends a message about a zero value. In a file zero was
+// written; in Go it was more likely forgotten.
+func (k *checker) defaultsHint() string {
+	if k.src != nil {
+		return ""
+	}
+	return " Call ApplyDefaults to fill unset values with their defaults."
+}
+
 func (k *checker) host(h *Host) {
-	if !slices.Contains(logLevels, h.LogLevel) {
+	if !k.unset("log_level", h.LogLevel) && !slices.Contains(logLevels, h.LogLevel) {
 		k.errorf(k.hostAt("log_level"), "Invalid log level",
 			"log_level in the host block is %q; use one of %s.", h.LogLevel, quoteList(logLevels))
 	}
-	if !slices.Contains(logFormats, h.LogFormat) {
+	if !k.unset("log_format", h.LogFormat) && !slices.Contains(logFormats, h.LogFormat) {
 		k.errorf(k.hostAt("log_format"), "Invalid log format",
 			"log_format in the host block is %q; use \"text\" for people or \"json\" for log collectors.", h.LogFormat)
 	}
-	if h.Separator == "" || strings.Trim(h.Separator, nameChars) != "" {
+	if !k.unset("separator", h.Separator) && (h.Separator == "" || strings.Trim(h.Separator, nameChars) != "") {
 		k.errorf(k.hostAt("separator"), "Invalid separator",
 			"separator in the host block is %q. It joins a server's prefix and a tool's name, and exposed names may only contain letters, digits, '_', '.' and '-'; use a non-empty string of those, such as the default \"__\".", h.Separator)
 	}
@@ -251,7 +267,7 @@ func (k *checker) server(s *Server) {
 
 	if s.Breaker.Threshold < 1 {
 		k.errorf(k.at(s, "breaker.threshold"), "Invalid threshold",
-			"threshold in %s is %d; it must be 1 or more (the number of consecutive failures that opens the breaker).", name, s.Breaker.Threshold)
+			"threshold in %s is %d; it must be 1 or more (the number of consecutive failures that opens the breaker).%s", name, s.Breaker.Threshold, k.defaultsHint())
 	}
 	k.positive(s, "breaker.cooldown", name, s.Breaker.Cooldown)
 
@@ -267,17 +283,18 @@ func (k *checker) transport(s *Server, name string) {
 	case s.URL != "":
 		if s.Transport != TransportStreamable && s.Transport != TransportSSE {
 			k.errorf(k.at(s, "transport"), "Invalid transport",
-				"transport in %s is %q; a url server uses \"streamable-http\" (the default) or \"sse\" for the legacy HTTP+SSE transport.", name, s.Transport)
+				"transport in %s is %q; a url server uses \"streamable-http\" (the default) or \"sse\" for the legacy HTTP+SSE transport.%s", name, s.Transport, k.defaultsHint())
 		}
 	case s.Command != "":
-		if s.Transport != TransportStdio {
+		// "" is accepted: the transport package runs it as stdio.
+		if s.Transport != TransportStdio && s.Transport != "" {
 			k.errorf(k.at(s, "command"), "Invalid transport",
 				"%s sets command, so its transport must be %q, not %q.", name, TransportStdio, s.Transport)
 		}
 	case s.Plugin != nil:
 		if s.Transport != TransportPlugin {
 			k.errorf(k.at(s, "plugin"), "Invalid transport",
-				"%s has a plugin block, so its transport must be %q, not %q.", name, TransportPlugin, s.Transport)
+				"%s has a plugin block, so its transport must be %q, not %q.%s", name, TransportPlugin, s.Transport, k.defaultsHint())
 		}
 	}
 }
@@ -308,7 +325,7 @@ func (k *checker) positive(s *Server, key, name string, d time.Duration) {
 	}
 	attr := key[strings.LastIndexByte(key, '.')+1:]
 	k.errorf(k.at(s, key), "Invalid "+attr,
-		"%s in %s is %s; it must be greater than zero, such as \"30s\".", attr, name, d)
+		"%s in %s is %s; it must be greater than zero, such as \"30s\".%s", attr, name, d, k.defaultsHint())
 }
 
 // globs reports patterns path.Match would reject.
