@@ -160,7 +160,7 @@ server "fs" {
   command   = "npx"
   transport = "sse"
 }
-`, "transport without url"},
+`, "Transport without url"},
 	{"duration_invalid", `server "fs" {
   command = "npx"
   timeout = "5 minutes"
@@ -356,6 +356,11 @@ server "fs" {
   auth {}
 }
 `, "The auth block needs bearer_token"},
+	{"several_arguments_on_one_line", `server "fs" {
+  command = "npx"
+  reconnect { max_retries = 5  max_backoff = "60s" }
+}
+`, "Invalid single-argument block definition"},
 	{"many_errors_in_source_order", `server "b" {
   url       = "http://127.0.0.1:9000/mcp"
   transport = "ws"

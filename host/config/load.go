@@ -61,6 +61,11 @@ func parse(src []byte, filename, baseDir string) (*Config, error) {
 	p := hclparse.NewParser()
 	file, diags := p.ParseHCL(src, filename)
 	if diags.HasErrors() {
+		var body hcl.Body
+		if file != nil {
+			body = file.Body
+		}
+		suggestNames(body, diags)
 		return nil, newDiagnosticsError(diags, p.Files())
 	}
 

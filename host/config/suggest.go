@@ -20,15 +20,19 @@ import (
 
 // suggestNames adds suggestions to diags in place. body is the file's root.
 func suggestNames(body hcl.Body, diags hcl.Diagnostics) {
-	root, ok := body.(*hclsyntax.Body)
-	if !ok {
-		return
-	}
 	hints := map[int]string{} // by the start byte of the unknown name
-	collectHints(root, reflect.TypeOf(fileSchema{}), hints)
+	if root, ok := body.(*hclsyntax.Body); ok {
+		collectHints(root, reflect.TypeOf(fileSchema{}), hints)
+	}
 
 	for _, d := range diags {
 		if d.Subject == nil || strings.Contains(d.Detail, "Did you mean") {
+			continue
+		}
+		if d.Summary == "Invalid single-argument block definition" {
+			// HCL allows one argument in a one-line block; the examples
+			// people copy often have several.
+			d.Detail += " Put each argument of the block on a line of its own."
 			continue
 		}
 		if d.Summary == "Variables not allowed" {
