@@ -1,0 +1,206 @@
+// Package testutil holds what mcpvisor's tests share: building the example
+// servers into real binaries, starting them as real processes, and checking
+// /proc for processes left behind.
+package testutil
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RepoRoot returns the repository root (the directory holding go.mod).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// BuildExamples builds the named example servers (examples/servers/<name>)
+// into dir and returns their paths by name. Call it from TestMain.
+func BuildExamples(dir string, names ...string) (map[string]string, error) {
+	out := map[string]string{}
+	args := []string{"build", "-o", dir + string(os.PathSeparator)}
+	for _, n := range names {
+		args = append(args, "./examples/servers/"+n)
+		out[n] = filepath.Join(dir, n)
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build %v: %v\n%s", names, err, b)
+	}
+	return out, nil
+}
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// GroupMembers lists the live pids whose process group is pgid.
+func GroupMembers(pgid int) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && Alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Descendants lists the live descendants of pid (children, grandchildren…).
+func Descendants(pid int) []int {
+	parent := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		if len(f) > 2 {
+			pp, _ := strconv.Atoi(f[1])
+			parent[p] = pp
+		}
+	}
+	var out []int
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				if Alive(p) {
+					out = append(out, p)
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Eventually waits until cond is true, checking every 10 ms, or fails the
+// test after timeout. Use it only for conditions with no event to wait on
+// (like /proc contents); the timeout is a hang guard, not an expectation.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Server is an example server process started by a test.
+type Server struct {
+	Cmd *exec.Cmd
+	URL string
+
+	mu    sync.Mutex
+	lines []string
+	cond  chan struct{}
+}
+
+// StartServer starts bin with args (e.g. "-http", "127.0.0.1:0") and, when it
+// serves HTTP, waits for its "listening on URL" line. The process is killed
+// and reaped when the test ends.
+func StartServer(t testing.TB, bin string, args ...string) *Server {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Cmd: cmd, cond: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.lines = append(s.lines, sc.Text())
+			close(s.cond)
+			s.cond = make(chan struct{})
+			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	for _, a := range args {
+		if a == "-http" || a == "-sse" {
+			line := s.WaitLine(t, "listening on ", 30*time.Second)
+			s.URL = strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+		}
+	}
+	return s
+}
+
+// WaitLine waits for a stderr line starting with prefix (already seen lines
+// count) and returns it.
+func (s *Server) WaitLine(t testing.TB, prefix string, timeout time.Duration) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	seen := 0
+	for {
+		s.mu.Lock()
+		for ; seen < len(s.lines); seen++ {
+			if strings.HasPrefix(s.lines[seen], prefix) {
+				l := s.lines[seen]
+				s.mu.Unlock()
+				return l
+			}
+		}
+		ch := s.cond
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("no stderr line starting %q within %s", prefix, timeout)
+		}
+	}
+}
+
+// CountLines returns how many stderr lines so far start with prefix.
+func (s *Server) CountLines(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, l := range s.lines {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
