@@ -332,12 +332,12 @@ func TestFileFunction(t *testing.T) {
 	}
 	for _, tc := range ok {
 		t.Run(tc.expr, func(t *testing.T) {
-			src := "server \"web\" {\n  url = \"https://x.example/mcp\"\n  headers = { Authorization = " + tc.expr + " }\n}\n"
+			src := "server \"fs\" {\n  command = \"npx\"\n  env = { V = " + tc.expr + " }\n}\n"
 			cfg, err := config.Parse([]byte(src), filename)
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			if got := cfg.Servers[0].Headers["Authorization"]; got != tc.want {
+			if got := cfg.Servers[0].Env["V"]; got != tc.want {
 				t.Errorf("%s = %q, want %q", tc.expr, got, tc.want)
 			}
 		})

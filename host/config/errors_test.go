@@ -317,6 +317,11 @@ server "fs" {
   headers = { "X Token" = "t" }
 }
 `, `headers in server "web" has the name "X Token"`},
+	{"header_value_newline", `server "web" {
+  url     = "https://mcp.example.com/mcp"
+  headers = { Authorization = "Bearer t\n" }
+}
+`, "wrap it in trimspace()"},
 	{"env_name_invalid", `server "fs" {
   command = "npx"
   env     = { "A=B" = "c" }

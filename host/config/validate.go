@@ -34,7 +34,10 @@ var logFormats = []string{"text", "json"}
 // ranges; on a Config built in Go the diagnostics have no Subject and name
 // the server in their text instead. A non-nil error is a *DiagnosticsError.
 //
-// Validate does not fill defaults; call ApplyDefaults first.
+// Validate does not fill defaults. On a Config built in Go, an empty
+// Host.LogLevel, LogFormat or Separator and an empty Transport on a command
+// server are accepted as "the default"; zero durations and thresholds are
+// not, so call ApplyDefaults first.
 func (c *Config) Validate() error {
 	if c == nil {
 		return &DiagnosticsError{Diags: hcl.Diagnostics{{
@@ -243,6 +246,12 @@ func (k *checker) server(s *Server) {
 		if !validHeaderName(key) {
 			k.errorf(k.at(s, "headers"), "Invalid header name",
 				"headers in %s has the name %q, which is not a valid HTTP header name (letters, digits and !#$%%&'*+-.^_`|~ only).", name, key)
+		}
+		// A line break in a value, often a token file read without
+		// trimspace(), would make every request fail.
+		if strings.ContainsAny(s.Headers[key], "\r\n\x00") {
+			k.errorf(k.at(s, "headers"), "Invalid header value",
+				"The %q header in %s contains a line break or NUL. If the value comes from file(), wrap it in trimspace(): trimspace(file(\"token.txt\")).", key, name)
 		}
 	}
 
