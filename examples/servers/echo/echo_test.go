@@ -246,47 +246,66 @@ func TestJSONRPCError(t *testing.T) {
 }
 
 func TestProgress(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		got []*mcp.ProgressNotificationParams
-	)
-	const steps = 3
-	all := make(chan struct{})
-	client := newClient(&mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	connect := map[string]func(t *testing.T, c *mcp.Client) *mcp.ClientSession{
+		"stdio": func(t *testing.T, c *mcp.Client) *mcp.ClientSession {
+			cs, _ := servetest.ConnectStdio(t, c, nil, echoBin)
+			return cs
+		},
+		"http": func(t *testing.T, c *mcp.Client) *mcp.ClientSession {
+			p := servetest.StartHTTP(t, echoBin, "-http", "127.0.0.1:0")
+			cs, err := c.Connect(callCtx(t), &mcp.StreamableClientTransport{Endpoint: p.URL}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cs.Close() })
+			return cs
+		},
+	}
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			var (
+				mu  sync.Mutex
+				got []*mcp.ProgressNotificationParams
+			)
+			const steps = 3
+			all := make(chan struct{})
+			client := newClient(&mcp.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+					mu.Lock()
+					defer mu.Unlock()
+					got = append(got, req.Params)
+					if len(got) == steps {
+						close(all)
+					}
+				},
+			})
+			cs := connect[transport](t, client)
+			params := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"steps": steps, "interval_ms": 5}}
+			params.SetProgressToken("tok-7")
+			res, err := cs.CallTool(callCtx(t), params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(textResult("done 3 steps"), wire(t, res)); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+			select {
+			case <-all:
+			case <-time.After(10 * time.Second):
+				t.Fatal("timed out waiting for progress notifications")
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			got = append(got, req.Params)
-			if len(got) == steps {
-				close(all)
+			var want []*mcp.ProgressNotificationParams
+			for i := 1; i <= steps; i++ {
+				want = append(want, &mcp.ProgressNotificationParams{
+					ProgressToken: "tok-7", Progress: float64(i), Total: steps, Message: fmt.Sprintf("step %d of 3", i),
+				})
 			}
-		},
-	})
-	cs, _ := servetest.ConnectStdio(t, client, nil, echoBin)
-	params := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"steps": steps, "interval_ms": 5}}
-	params.SetProgressToken("tok-7")
-	res, err := cs.CallTool(callCtx(t), params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(textResult("done 3 steps"), wire(t, res)); diff != "" {
-		t.Errorf("result (-want +got):\n%s", diff)
-	}
-	select {
-	case <-all:
-	case <-time.After(10 * time.Second):
-		t.Fatal("timed out waiting for progress notifications")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	var want []*mcp.ProgressNotificationParams
-	for i := 1; i <= steps; i++ {
-		want = append(want, &mcp.ProgressNotificationParams{
-			ProgressToken: "tok-7", Progress: float64(i), Total: steps, Message: fmt.Sprintf("step %d of 3", i),
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("progress notifications (-want +got):\n%s", diff)
+			}
 		})
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("progress notifications (-want +got):\n%s", diff)
 	}
 }
 
@@ -417,6 +436,16 @@ func TestHTTPStateless(t *testing.T) {
 		t.Errorf("stateless server gave session id %q", cs.ID())
 	}
 	call(t, cs, "echo", map[string]any{"text": "one"})
+	// A client that starts with the initialize handshake works too.
+	legacy, err := newClient(nil).Connect(callCtx(t), &mcp.StreamableClientTransport{Endpoint: p.URL}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect with 2025-11-25: %v", err)
+	}
+	defer legacy.Close()
+	if diff := cmp.Diff(textResult("two"), wire(t, call(t, legacy, "echo", map[string]any{"text": "two"}))); diff != "" {
+		t.Errorf("echo over 2025-11-25 (-want +got):\n%s", diff)
+	}
+
 	p.Signal(t, syscall.SIGUSR1)
 	p.WaitLine(t, "forgot 0 sessions", 10*time.Second)
 	if diff := cmp.Diff(wire(t, map[string]any{"content": []any{map[string]any{"type": "text", "text": `{"sum":3}`}}, "structuredContent": map[string]any{"sum": 3}}),
