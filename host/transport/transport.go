@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -79,9 +78,7 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 		if hc == nil {
 			hc = &http.Client{}
 		}
-		if len(srv.Headers) > 0 {
-			hc = withHeaders(hc, srv.Headers)
-		}
+		hc = wrapClient(hc, srv.Headers)
 		return &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: hc}, nil
 	case config.TransportPlugin:
 		if opts.Plugin == nil {
@@ -117,7 +114,7 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 		// us; the supervisor owns reconnects and counts them.
 		t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: -1}
 	}
-	return &httpLink{t: authAware{t}, done: make(chan struct{})}, nil
+	return &httpLink{t: t, done: make(chan struct{})}, nil
 }
 
 type httpLink struct {
@@ -133,46 +130,40 @@ func (l *httpLink) Close(context.Context) error {
 	return nil // the session's Close releases the HTTP side
 }
 
-// authAware tags HTTP 401 failures with recovery.ErrUnauthorized so they
-// classify as auth errors without string matching further up.
-type authAware struct{ mcp.Transport }
-
-func (a authAware) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := a.Transport.Connect(ctx)
-	if err != nil {
-		return nil, tagAuth(err)
-	}
-	return c, nil
-}
-
-func tagAuth(err error) error {
-	if err != nil && strings.Contains(err.Error(), "401") && strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
-		return fmt.Errorf("%w: %v", recovery.ErrUnauthorized, err)
-	}
-	return err
-}
-
-// headerTransport adds configured headers to every request.
-type headerTransport struct {
+// upstreamRoundTripper adds the block's headers to every request and turns
+// an HTTP 401 into an error wrapping recovery.ErrUnauthorized, so auth
+// failures are typed at the source instead of recognised by their text.
+type upstreamRoundTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
 }
 
-func (h *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range h.headers {
-		req.Header.Set(k, v)
+func (h *upstreamRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(h.headers) > 0 {
+		req = req.Clone(req.Context())
+		for k, v := range h.headers {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := h.base.RoundTrip(req)
-	return resp, err
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: %s %s", recovery.ErrUnauthorized, req.Method, redactURL(req.URL.String()))
+	}
+	return resp, nil
 }
 
-func withHeaders(c *http.Client, headers map[string]string) *http.Client {
+func redactURL(u string) string { return recovery.Redact(u) }
+
+func wrapClient(c *http.Client, headers map[string]string) *http.Client {
 	base := c.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	cc := *c
-	cc.Transport = &headerTransport{base: base, headers: headers}
+	cc.Transport = &upstreamRoundTripper{base: base, headers: headers}
 	return &cc
 }

@@ -391,8 +391,9 @@ func TestHealthyServerThatDropsNeverParks(t *testing.T) {
 // server that garbage-collected the session does.
 type sessionProxy struct {
 	*httptest.Server
-	toolCalls atomic.Int64
-	breakNext atomic.Int64
+	toolCalls  atomic.Int64
+	breakNext  atomic.Int64
+	unauthNext atomic.Int64
 }
 
 func newSessionProxy(t *testing.T, target string) *sessionProxy {
@@ -409,6 +410,11 @@ func newSessionProxy(t *testing.T, target string) *sessionProxy {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			if bytes.Contains(body, []byte(`"method":"tools/call"`)) {
 				p.toolCalls.Add(1)
+				if p.unauthNext.Add(-1) >= 0 {
+					http.Error(w, "token expired", http.StatusUnauthorized)
+					return
+				}
+				p.unauthNext.Store(0)
 				if p.breakNext.Add(-1) >= 0 {
 					r.Header.Set("Mcp-Session-Id", "forgotten-"+r.Header.Get("Mcp-Session-Id"))
 				} else {
@@ -535,5 +541,35 @@ func TestStoppedSupervisorFailsCleanly(t *testing.T) {
 	_, err := call(ctx, h.sup, "echo", `{"text":"x"}`)
 	if !errors.Is(err, upstream.ErrStopped) {
 		t.Fatalf("err = %v, want ErrStopped", err)
+	}
+}
+
+func TestUnauthorizedReconnectsOnceThenNeedsReauth(t *testing.T) {
+	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
+	proxy := newSessionProxy(t, up.URL)
+	h := start(t, httpServer("remote", proxy.URL+"/mcp"), nil)
+	h.waitState("ready", 1)
+	ctx := context.Background()
+
+	proxy.unauthNext.Store(1)
+	proxy.toolCalls.Store(0)
+	res, err := call(ctx, h.sup, "echo", `{"text":"authed"}`)
+	if err != nil {
+		t.Fatalf("one 401: %v", err)
+	}
+	if text(t, res) != "authed" || proxy.toolCalls.Load() != 2 {
+		t.Fatalf("one 401: result %q after %d attempts, want the retry's result after 2", text(t, res), proxy.toolCalls.Load())
+	}
+
+	h.waitState("ready", 2)
+	proxy.unauthNext.Store(2)
+	proxy.toolCalls.Store(0)
+	_, err = call(ctx, h.sup, "echo", `{"text":"x"}`)
+	var re *recovery.Error
+	if !errors.As(err, &re) || re.Class != recovery.Auth || !re.NeedsReauth || !strings.Contains(err.Error(), "needs_reauth") {
+		t.Fatalf("two 401s: err = %v, want a needs_reauth auth error", err)
+	}
+	if n := proxy.toolCalls.Load(); n != 2 {
+		t.Errorf("%d attempts, want exactly 2", n)
 	}
 }
