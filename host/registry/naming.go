@@ -1,0 +1,84 @@
+package registry
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"path"
+	"strings"
+)
+
+// MaxNameLen is the longest exposed tool or prompt name. Clients (and the
+// model APIs behind them) reject longer tool names, so longer names are cut.
+const MaxNameLen = 64
+
+// hashSuffixLen is the number of hex digits of the SHA-256 of the full,
+// unsanitised name appended to a cut name. 32 bits keep two long names that
+// share their first 55 characters apart in any realistic catalog.
+const hashSuffixLen = 8
+
+// ExposedName returns the name under which an upstream tool or prompt called
+// name is exposed: prefix + sep + name, or name alone when prefix is empty.
+// Runes outside [A-Za-z0-9_.-] become '_'. A result longer than MaxNameLen
+// is cut and ends in "_" plus a short hash of the full unsanitised name, so
+// the same input always gives the same output and two long names that differ
+// only at their end stay distinct. An empty prefix and name give "".
+func ExposedName(prefix, sep, name string) string {
+	full := name
+	if prefix != "" {
+		full = prefix + sep + name
+	}
+	if full == "" {
+		return ""
+	}
+	clean := sanitise(full)
+	if len(clean) <= MaxNameLen {
+		return clean
+	}
+	sum := sha256.Sum256([]byte(full))
+	keep := MaxNameLen - 1 - hashSuffixLen
+	return clean[:keep] + "_" + hex.EncodeToString(sum[:])[:hashSuffixLen]
+}
+
+// sanitise maps every rune outside [A-Za-z0-9_.-] to '_'. The result is
+// ASCII, so its byte length equals the input's rune count.
+func sanitise(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if validNameRune(r) {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+func validNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+		r == '_' || r == '.' || r == '-'
+}
+
+// toolAllowed applies a server's include/exclude globs (path.Match syntax)
+// to an upstream tool's original name. Include wins: a name matching Include
+// is always exposed; otherwise a name matching Exclude is hidden; with a
+// non-empty Include, names matching neither are hidden. A malformed glob
+// matches nothing (config validation reports it before it gets here).
+func toolAllowed(spec ServerSpec, name string) bool {
+	if matchAny(spec.Include, name) {
+		return true
+	}
+	if matchAny(spec.Exclude, name) {
+		return false
+	}
+	return len(spec.Include) == 0
+}
+
+func matchAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, err := path.Match(g, name); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}

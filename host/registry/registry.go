@@ -1,0 +1,514 @@
+// Package registry decides what mcpvisor exposes downstream: the namespaced
+// union of every upstream server's tools, prompts, resources and resource
+// templates, with include/exclude filters and deterministic collision
+// handling. It is pure logic: it never talks to a server.
+//
+// Design note. Every Update or SetSpecs recomputes the whole exposure from
+// the last catalog of every server, rather than patching it. That keeps
+// collision handling simple and always right: when the winner of a name
+// leaves, the next loser takes over on the same recompute, and a reload that
+// changes a prefix or a filter needs no special path. The result is an
+// immutable snapshot published through an atomic pointer, so lookups on the
+// call path never take a lock. The new snapshot is diffed against the old
+// one and only the net difference reaches the Sink (the gateway), which
+// turns it into list_changed notifications for connected clients.
+package registry
+
+import (
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Catalog is what one upstream currently offers (from its last list calls).
+type Catalog struct {
+	Tools     []*mcp.Tool
+	Resources []*mcp.Resource
+	Templates []*mcp.ResourceTemplate
+	Prompts   []*mcp.Prompt
+}
+
+// ServerSpec says how one server's catalog is exposed.
+type ServerSpec struct {
+	// Name is the server block label.
+	Name string
+	// Prefix namespaces tool and prompt names; "" exposes names unchanged.
+	Prefix string
+	// Include and Exclude are tool globs (path.Match syntax) applied to the
+	// upstream's original tool name; include wins.
+	Include, Exclude []string
+}
+
+// ToolEntry is one exposed tool.
+type ToolEntry struct {
+	// Tool is a copy of the upstream tool carrying the exposed Name.
+	Tool *mcp.Tool
+	// Server is the server block that offers the tool.
+	Server string
+	// Original is the tool's name on that server.
+	Original string
+}
+
+// PromptEntry is one exposed prompt.
+type PromptEntry struct {
+	// Prompt is a copy of the upstream prompt carrying the exposed Name.
+	Prompt *mcp.Prompt
+	// Server is the server block that offers the prompt.
+	Server string
+	// Original is the prompt's name on that server.
+	Original string
+}
+
+// ResourceEntry is one exposed resource. URIs are never renamed.
+type ResourceEntry struct {
+	Resource *mcp.Resource
+	Server   string
+}
+
+// TemplateEntry is one exposed resource template. URI templates are never
+// renamed.
+type TemplateEntry struct {
+	Template *mcp.ResourceTemplate
+	Server   string
+}
+
+// Sink receives the net changes after each update. The gateway implements
+// it. Apply is called with the registry's update lock held, so changes
+// arrive in order; it must not call Update or SetSpecs.
+type Sink interface {
+	Apply(ch Changes)
+}
+
+// Changes is the net difference between two exposures. An entry in an Add
+// list is new or replaces an entry of the same name whose definition (or
+// owning server) changed; unchanged entries are never listed. Every list is
+// sorted.
+type Changes struct {
+	AddTools    []ToolEntry
+	RemoveTools []string // exposed names
+
+	AddPrompts    []PromptEntry
+	RemovePrompts []string // exposed names
+
+	AddResources    []ResourceEntry
+	RemoveResources []string // URIs
+
+	AddTemplates    []TemplateEntry
+	RemoveTemplates []string // URI templates
+}
+
+// Empty reports whether ch changes nothing.
+func (ch Changes) Empty() bool {
+	return len(ch.AddTools)+len(ch.RemoveTools)+len(ch.AddPrompts)+len(ch.RemovePrompts)+
+		len(ch.AddResources)+len(ch.RemoveResources)+len(ch.AddTemplates)+len(ch.RemoveTemplates) == 0
+}
+
+// Kind names what a Collision is about.
+type Kind string
+
+// The kinds of exposed items that can collide.
+const (
+	KindTool     Kind = "tool"
+	KindPrompt   Kind = "prompt"
+	KindResource Kind = "resource"
+	KindTemplate Kind = "template"
+)
+
+// Collision records two or more upstream items that map to one exposed name
+// (or URI). The server whose name sorts first wins; for items of one server,
+// the original name that sorts first wins. Losers are hidden until the winner
+// goes away.
+type Collision struct {
+	// Kind says whether tools, prompts, resources or templates collided.
+	Kind Kind
+	// Name is the exposed name, URI or URI template.
+	Name string
+	// Winner is the server whose item is exposed.
+	Winner string
+	// WinnerOriginal is the winner's original name (tools and prompts only).
+	WinnerOriginal string
+	// Losers are the servers whose items are hidden, in order; a server
+	// appears here too when two of its own items collide.
+	Losers []string
+	// LoserOriginals are the losers' original names, parallel to Losers
+	// (tools and prompts only).
+	LoserOriginals []string
+}
+
+// Registry holds the exposure of all servers. It is safe for concurrent
+// use: Update and SetSpecs are serialised, lookups are lock-free.
+type Registry struct {
+	logger hclog.Logger
+	sep    string
+	sink   Sink
+
+	// mu serialises Update and SetSpecs, and the Sink calls they make, so
+	// the Sink sees changes in the order the snapshots were published.
+	mu       sync.Mutex
+	specs    map[string]ServerSpec
+	catalogs map[string]*Catalog
+	// reported holds the collisions already logged, so a recompute that
+	// leaves a collision as it was does not log it again.
+	reported map[string]bool
+
+	snap atomic.Pointer[snapshot]
+}
+
+// snapshot is one immutable exposure. Nothing in it changes after it is
+// published.
+type snapshot struct {
+	tools      map[string]ToolEntry
+	toolList   []ToolEntry // sorted by exposed name
+	prompts    map[string]PromptEntry
+	resources  map[string]ResourceEntry
+	templates  map[string]TemplateEntry
+	matchers   []templateMatcher // sorted by server, then URI template
+	collisions []Collision
+}
+
+type templateMatcher struct {
+	entry TemplateEntry
+	match func(string) bool
+}
+
+// New returns a Registry exposing nothing yet. separator joins a prefix and
+// a name; sink may be nil.
+func New(logger hclog.Logger, separator string, specs []ServerSpec, sink Sink) *Registry {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	r := &Registry{
+		logger:   logger,
+		sep:      separator,
+		sink:     sink,
+		specs:    specMap(specs),
+		catalogs: map[string]*Catalog{},
+		reported: map[string]bool{},
+	}
+	r.snap.Store(&snapshot{
+		tools: map[string]ToolEntry{}, prompts: map[string]PromptEntry{},
+		resources: map[string]ResourceEntry{}, templates: map[string]TemplateEntry{},
+	})
+	return r
+}
+
+func specMap(specs []ServerSpec) map[string]ServerSpec {
+	m := make(map[string]ServerSpec, len(specs))
+	for _, s := range specs {
+		m[s.Name] = s
+	}
+	return m
+}
+
+// Update records server's current catalog and recomputes the exposure. A nil
+// cat means the server offers nothing (parked or stopped): everything it
+// exposed is withdrawn. A server without a spec is remembered but not
+// exposed until SetSpecs names it.
+func (r *Registry) Update(server string, cat *Catalog) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cat == nil {
+		delete(r.catalogs, server)
+	} else {
+		r.catalogs[server] = cat
+		if _, ok := r.specs[server]; !ok {
+			r.logger.Warn("catalog for a server without a spec is not exposed", "server", server)
+		}
+	}
+	r.recompute()
+}
+
+// SetSpecs replaces the server specs (on config reload) and recomputes the
+// exposure. Catalogs of servers that are no longer named stay remembered
+// but are not exposed.
+func (r *Registry) SetSpecs(specs []ServerSpec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.specs = specMap(specs)
+	r.recompute()
+}
+
+// recompute builds a new snapshot, publishes it, logs new collisions and
+// hands the net difference to the sink. r.mu must be held.
+func (r *Registry) recompute() {
+	old := r.snap.Load()
+	next := r.build()
+	r.snap.Store(next)
+	r.logCollisions(next.collisions)
+	ch := diff(old, next)
+	if r.sink != nil && !ch.Empty() {
+		r.sink.Apply(ch)
+	}
+}
+
+// candidate is one upstream item competing for an exposed key.
+type candidate struct {
+	server, original string
+	item             any
+}
+
+func (r *Registry) build() *snapshot {
+	names := make([]string, 0, len(r.specs))
+	for name := range r.specs {
+		if r.catalogs[name] != nil {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+
+	tools := map[string][]candidate{}
+	prompts := map[string][]candidate{}
+	resources := map[string][]candidate{}
+	templates := map[string][]candidate{}
+	for _, name := range names {
+		spec, cat := r.specs[name], r.catalogs[name]
+		for _, t := range cat.Tools {
+			if t == nil || t.Name == "" || !toolAllowed(spec, t.Name) {
+				continue
+			}
+			key := ExposedName(spec.Prefix, r.sep, t.Name)
+			tools[key] = append(tools[key], candidate{name, t.Name, t})
+		}
+		for _, p := range cat.Prompts {
+			if p == nil || p.Name == "" {
+				continue
+			}
+			key := ExposedName(spec.Prefix, r.sep, p.Name)
+			prompts[key] = append(prompts[key], candidate{name, p.Name, p})
+		}
+		for _, res := range cat.Resources {
+			if res == nil || res.URI == "" {
+				continue
+			}
+			resources[res.URI] = append(resources[res.URI], candidate{name, res.URI, res})
+		}
+		for _, t := range cat.Templates {
+			if t == nil || t.URITemplate == "" {
+				continue
+			}
+			templates[t.URITemplate] = append(templates[t.URITemplate], candidate{name, t.URITemplate, t})
+		}
+	}
+
+	s := &snapshot{
+		tools:     make(map[string]ToolEntry, len(tools)),
+		prompts:   make(map[string]PromptEntry, len(prompts)),
+		resources: make(map[string]ResourceEntry, len(resources)),
+		templates: make(map[string]TemplateEntry, len(templates)),
+	}
+	for key, cs := range tools {
+		w := s.decide(KindTool, key, cs, true)
+		t := *w.item.(*mcp.Tool)
+		t.Name = key
+		s.tools[key] = ToolEntry{Tool: &t, Server: w.server, Original: w.original}
+	}
+	for key, cs := range prompts {
+		w := s.decide(KindPrompt, key, cs, true)
+		p := *w.item.(*mcp.Prompt)
+		p.Name = key
+		s.prompts[key] = PromptEntry{Prompt: &p, Server: w.server, Original: w.original}
+	}
+	for key, cs := range resources {
+		w := s.decide(KindResource, key, cs, false)
+		s.resources[key] = ResourceEntry{Resource: w.item.(*mcp.Resource), Server: w.server}
+	}
+	for key, cs := range templates {
+		w := s.decide(KindTemplate, key, cs, false)
+		e := TemplateEntry{Template: w.item.(*mcp.ResourceTemplate), Server: w.server}
+		s.templates[key] = e
+		m := templateMatcher{entry: e, match: func(string) bool { return false }}
+		if re := compileTemplate(key); re != nil {
+			m.match = re.MatchString
+		}
+		s.matchers = append(s.matchers, m)
+	}
+
+	s.toolList = make([]ToolEntry, 0, len(s.tools))
+	for _, e := range s.tools {
+		s.toolList = append(s.toolList, e)
+	}
+	sort.Slice(s.toolList, func(i, j int) bool { return s.toolList[i].Tool.Name < s.toolList[j].Tool.Name })
+	sort.Slice(s.matchers, func(i, j int) bool {
+		a, b := s.matchers[i].entry, s.matchers[j].entry
+		if a.Server != b.Server {
+			return a.Server < b.Server
+		}
+		return a.Template.URITemplate < b.Template.URITemplate
+	})
+	sort.Slice(s.collisions, func(i, j int) bool {
+		a, b := s.collisions[i], s.collisions[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.Name < b.Name
+	})
+	return s
+}
+
+// decide picks the winner among the candidates for one exposed key and
+// records a collision when there is more than one. An upstream that lists
+// the same item twice is not a collision.
+func (s *snapshot) decide(kind Kind, key string, cs []candidate, named bool) candidate {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].server != cs[j].server {
+			return cs[i].server < cs[j].server
+		}
+		return cs[i].original < cs[j].original
+	})
+	cs = slices.CompactFunc(cs, func(a, b candidate) bool {
+		return a.server == b.server && a.original == b.original
+	})
+	w := cs[0]
+	if len(cs) > 1 {
+		c := Collision{Kind: kind, Name: key, Winner: w.server}
+		if named {
+			c.WinnerOriginal = w.original
+		}
+		for _, l := range cs[1:] {
+			c.Losers = append(c.Losers, l.server)
+			if named {
+				c.LoserOriginals = append(c.LoserOriginals, l.original)
+			}
+		}
+		s.collisions = append(s.collisions, c)
+	}
+	return w
+}
+
+// logCollisions warns once about each collision as it appears (or changes
+// its winner or losers); a collision that persists across recomputes is not
+// logged again.
+func (r *Registry) logCollisions(cs []Collision) {
+	seen := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		fp := string(c.Kind) + "\x00" + c.Name + "\x00" + c.Winner + "\x00" + c.WinnerOriginal + "\x00" +
+			strings.Join(c.Losers, ",") + "\x00" + strings.Join(c.LoserOriginals, ",")
+		seen[fp] = true
+		if r.reported[fp] {
+			continue
+		}
+		args := []any{"kind", c.Kind, "exposed", c.Name, "winner", c.Winner, "losers", c.Losers}
+		if c.WinnerOriginal != "" {
+			args = append(args, "winner_original", c.WinnerOriginal, "loser_originals", c.LoserOriginals)
+		}
+		r.logger.Warn("name collision: the first server by name wins, the others are hidden", args...)
+	}
+	r.reported = seen
+}
+
+func diff(old, next *snapshot) Changes {
+	var ch Changes
+	ch.AddTools, ch.RemoveTools = diffMap(old.tools, next.tools, func(a, b ToolEntry) bool {
+		return a.Server == b.Server && a.Original == b.Original && reflect.DeepEqual(*a.Tool, *b.Tool)
+	}, func(e ToolEntry) string { return e.Tool.Name })
+	ch.AddPrompts, ch.RemovePrompts = diffMap(old.prompts, next.prompts, func(a, b PromptEntry) bool {
+		return a.Server == b.Server && a.Original == b.Original && reflect.DeepEqual(*a.Prompt, *b.Prompt)
+	}, func(e PromptEntry) string { return e.Prompt.Name })
+	ch.AddResources, ch.RemoveResources = diffMap(old.resources, next.resources, func(a, b ResourceEntry) bool {
+		return a.Server == b.Server && reflect.DeepEqual(*a.Resource, *b.Resource)
+	}, func(e ResourceEntry) string { return e.Resource.URI })
+	ch.AddTemplates, ch.RemoveTemplates = diffMap(old.templates, next.templates, func(a, b TemplateEntry) bool {
+		return a.Server == b.Server && reflect.DeepEqual(*a.Template, *b.Template)
+	}, func(e TemplateEntry) string { return e.Template.URITemplate })
+	return ch
+}
+
+// diffMap returns the entries of next that are new or differ from old, and
+// the keys of old that next no longer has, both sorted by key.
+func diffMap[E any](old, next map[string]E, same func(a, b E) bool, key func(E) string) (add []E, remove []string) {
+	for k, e := range next {
+		if o, ok := old[k]; !ok || !same(o, e) {
+			add = append(add, e)
+		}
+	}
+	for k := range old {
+		if _, ok := next[k]; !ok {
+			remove = append(remove, k)
+		}
+	}
+	sort.Slice(add, func(i, j int) bool { return key(add[i]) < key(add[j]) })
+	sort.Strings(remove)
+	return add, remove
+}
+
+// LookupTool returns the entry exposed under name. It never blocks.
+func (r *Registry) LookupTool(exposed string) (ToolEntry, bool) {
+	e, ok := r.snap.Load().tools[exposed]
+	return e, ok
+}
+
+// LookupPrompt returns the prompt exposed under name. It never blocks.
+func (r *Registry) LookupPrompt(exposed string) (PromptEntry, bool) {
+	e, ok := r.snap.Load().prompts[exposed]
+	return e, ok
+}
+
+// LookupResource returns the server that owns uri: the server of an exposed
+// resource with exactly that URI, else of a template whose text is exactly
+// uri (as in a completion reference), else of the first template (by server
+// name) that matches uri. It never blocks.
+func (r *Registry) LookupResource(uri string) (server string, ok bool) {
+	s := r.snap.Load()
+	if e, ok := s.resources[uri]; ok {
+		return e.Server, true
+	}
+	if e, ok := s.templates[uri]; ok {
+		return e.Server, true
+	}
+	for _, m := range s.matchers {
+		if m.match(uri) {
+			return m.entry.Server, true
+		}
+	}
+	return "", false
+}
+
+// Tools returns the exposed tools sorted by exposed name. The slice is the
+// caller's; the entries' tools must not be modified.
+func (r *Registry) Tools() []ToolEntry {
+	return slices.Clone(r.snap.Load().toolList)
+}
+
+// Prompts returns the exposed prompts sorted by exposed name.
+func (r *Registry) Prompts() []PromptEntry {
+	return sortedValues(r.snap.Load().prompts)
+}
+
+// Resources returns the exposed resources sorted by URI.
+func (r *Registry) Resources() []ResourceEntry {
+	return sortedValues(r.snap.Load().resources)
+}
+
+// Templates returns the exposed resource templates sorted by URI template.
+func (r *Registry) Templates() []TemplateEntry {
+	return sortedValues(r.snap.Load().templates)
+}
+
+// Collisions returns the current collisions, sorted by kind and name.
+func (r *Registry) Collisions() []Collision {
+	cs := slices.Clone(r.snap.Load().collisions)
+	for i := range cs {
+		cs[i].Losers = slices.Clone(cs[i].Losers)
+		cs[i].LoserOriginals = slices.Clone(cs[i].LoserOriginals)
+	}
+	return cs
+}
+
+func sortedValues[E any](m map[string]E) []E {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]E, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, m[k])
+	}
+	return out
+}
