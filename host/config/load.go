@@ -168,6 +168,12 @@ func (d *decoder) server(rs *serverSchema) *Server {
 			d.errorf(rs.Command.Range().Ptr(), "Empty command",
 				fmt.Sprintf("command in %s is empty. Set it to the program to run, such as \"npx\", or remove it.", where))
 		}
+		// A bare name ("npx") is looked up in PATH; a path with a slash
+		// ("./bin/echo") is relative to the config file, so the file works
+		// from any working directory.
+		if strings.ContainsRune(v, '/') {
+			v = d.resolve(v)
+		}
 		s.Command = v
 	}
 	if v, ok := d.strList(rs.Args, "args"); ok {
