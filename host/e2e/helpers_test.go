@@ -209,42 +209,55 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// hostProcess is one `mcpvisor run` under test.
+// hostProcess is one long-running server under test: `mcpvisor run`, or an upstream
+// run directly for comparison.
 type hostProcess struct {
-	cmd    *exec.Cmd
-	env    testEnv
-	URL    string // the streamable HTTP endpoint, empty for --stdio
-	output *syncBuffer
-	exited chan struct{} // closed when cmd.Wait returned
-	err    error         // cmd.Wait's result, valid after exited is closed
+	name      string // for messages: "mcpvisor", "server-everything"
+	cleanExit bool   // SIGTERM must end it with exit status 0
+	cmd       *exec.Cmd
+	env       testEnv
+	URL       string // the streamable HTTP endpoint
+	output    *syncBuffer
+	exited    chan struct{} // closed when cmd.Wait returned
+	err       error         // cmd.Wait's result, valid after exited is closed
 
 	mu   sync.Mutex
 	seen map[int]procInfo // descendants observed while running
 }
 
-// startHost starts `mcpvisor run -config cfg` in its own process group, registers
-// the shutdown-and-leak check as a cleanup, and waits until the HTTP endpoint at
-// listen answers an initialize request.
+// startHost starts `mcpvisor run -config cfg` and waits until its HTTP endpoint on
+// listen answers; see startServer.
 func startHost(t *testing.T, tl e2eTools, env testEnv, cfg, listen string) *hostProcess {
 	t.Helper()
+	cmd := exec.Command(tl.Mcpvisor, "run", "-config", cfg)
+	cmd.Dir = filepath.Dir(cfg)
+	return startServer(t, "mcpvisor", true, env, cmd, "http://"+listen+"/mcp")
+}
+
+// startServer starts cmd in its own process group with env, registers the
+// shutdown-and-leak check as a cleanup, and waits until url answers an initialize
+// request.
+func startServer(t *testing.T, name string, cleanExit bool, env testEnv, cmd *exec.Cmd, url string) *hostProcess {
+	t.Helper()
 	h := &hostProcess{
-		env:    env,
-		URL:    "http://" + listen + "/mcp",
-		output: &syncBuffer{},
-		exited: make(chan struct{}),
-		seen:   map[int]procInfo{},
+		name:      name,
+		cleanExit: cleanExit,
+		cmd:       cmd,
+		env:       env,
+		URL:       url,
+		output:    &syncBuffer{},
+		exited:    make(chan struct{}),
+		seen:      map[int]procInfo{},
 	}
-	h.cmd = exec.Command(tl.Mcpvisor, "run", "-config", cfg)
-	h.cmd.Env = env.environ()
-	h.cmd.Dir = filepath.Dir(cfg)
+	h.cmd.Env = append(env.environ(), h.cmd.Env...)
 	h.cmd.Stdout = h.output
 	h.cmd.Stderr = h.output
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A leaked child holding mcpvisor's stdout would block Wait forever; the leak
-	// itself is reported by the check in stop.
+	// A leaked child holding the server's stdout would block Wait forever; the
+	// leak itself is reported by the check in stop.
 	h.cmd.WaitDelay = 2 * time.Second
 	if err := h.cmd.Start(); err != nil {
-		t.Fatalf("starting mcpvisor: %v", err)
+		t.Fatalf("starting %s: %v", name, err)
 	}
 	go func() {
 		h.err = h.cmd.Wait()
@@ -255,7 +268,7 @@ func startHost(t *testing.T, tl e2eTools, env testEnv, cfg, listen string) *host
 	ctx, cancel := context.WithTimeout(t.Context(), readyTimeout)
 	defer cancel()
 	if err := h.waitReady(ctx); err != nil {
-		t.Fatalf("mcpvisor at %s not ready: %v\n--- mcpvisor output:\n%s", h.URL, err, h.output.String())
+		t.Fatalf("%s at %s not ready: %v\n--- %s output:\n%s", name, h.URL, err, name, h.output.String())
 	}
 	h.snapshot()
 	return h
@@ -268,7 +281,7 @@ func (h *hostProcess) waitReady(ctx context.Context) error {
 	for {
 		select {
 		case <-h.exited:
-			return fmt.Errorf("mcpvisor exited before it was ready: %v", h.err)
+			return fmt.Errorf("%s exited before it was ready: %v", h.name, h.err)
 		default:
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, strings.NewReader(initialize))
@@ -325,44 +338,44 @@ func (h *hostProcess) snapshot() map[int]procInfo {
 	return d
 }
 
-// stop sends SIGTERM to mcpvisor, waits for it (bounded), requires a clean exit, and
-// checks that nothing it started is left alive.
+// stop sends SIGTERM to the server, waits for it (bounded), requires a clean exit
+// where that is part of the contract, and checks that nothing it started is left.
 func (h *hostProcess) stop(t *testing.T) {
 	t.Helper()
 	pid := h.cmd.Process.Pid
 	select {
 	case <-h.exited:
-		t.Errorf("mcpvisor exited before the test stopped it: %v", h.err)
+		t.Errorf("%s exited before the test stopped it: %v", h.name, h.err)
 	default:
 		h.snapshot()
 		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-			t.Errorf("SIGTERM to mcpvisor: %v", err)
+			t.Errorf("SIGTERM to %s: %v", h.name, err)
 		}
 		select {
 		case <-h.exited:
 			switch {
 			case errors.Is(h.err, exec.ErrWaitDelay):
-				t.Errorf("mcpvisor exited after SIGTERM but something it started still holds its output")
-			case h.err != nil:
-				t.Errorf("mcpvisor did not exit cleanly after SIGTERM: %v", h.err)
+				t.Errorf("%s exited after SIGTERM but something it started still holds its output", h.name)
+			case h.err != nil && h.cleanExit:
+				t.Errorf("%s did not exit cleanly after SIGTERM: %v", h.name, h.err)
 			}
 		case <-time.After(shutdownTimeout):
-			t.Errorf("mcpvisor still running %v after SIGTERM; killing its process group", shutdownTimeout)
+			t.Errorf("%s still running %v after SIGTERM; killing its process group", h.name, shutdownTimeout)
 			syscall.Kill(-pid, syscall.SIGKILL)
 			<-h.exited
 		}
 	}
-	// mcpvisor's own group: anything that shares it is ours by construction.
 	h.mu.Lock()
 	seen := maps.Clone(h.seen)
 	h.mu.Unlock()
+	// The server's own group, and the groups its children made for themselves.
 	pgids := map[int]bool{pid: true}
 	for _, p := range seen {
 		pgids[p.PGID] = true
 	}
-	checkNoLeftovers(t, "mcpvisor", h.env, seen, pgids)
+	checkNoLeftovers(t, h.name, h.env, seen, pgids)
 	if t.Failed() {
-		t.Logf("--- mcpvisor output:\n%s", h.output.String())
+		t.Logf("--- %s output:\n%s", h.name, tail(h.output.String(), 20000))
 	}
 }
 
