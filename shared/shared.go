@@ -74,15 +74,22 @@ func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 	return plugin.DefaultGRPCServer(append(opts, grpc.MaxRecvMsgSize(MaxFrameSize+1024)))
 }
 
-// NewLogger returns a logger for use inside a plugin. It writes JSON lines
-// to the plugin's stderr, which the host parses and writes into its own log
-// under the server's name, at each line's level. The host's log level
-// decides what is shown, so the plugin logs everything down to trace.
+// processStderr is the plugin process's real standard error, captured
+// before Serve runs: Serve replaces os.Stderr with a pipe that it forwards
+// over gRPC, and a line written there just before the process dies is lost.
+var processStderr = os.Stderr
+
+// NewLogger returns a logger for use inside a plugin, whenever it is
+// created. It writes JSON lines to the process's real stderr, which the
+// host parses and writes into its own log under the server's name, at each
+// line's level; the last lines also go into the host's error message when
+// the plugin dies. The host's log level decides what is shown, so the
+// plugin logs everything down to trace.
 func NewLogger(name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       name,
 		Level:      hclog.Trace,
-		Output:     os.Stderr,
+		Output:     processStderr,
 		JSONFormat: true,
 	})
 }

@@ -62,10 +62,14 @@ func (t *tail) add(line string) {
 		return
 	}
 	// A plugin's hclog lines are JSON; keep the message and error, which
-	// are what a person reading an error wants.
+	// are what a person reading an error wants. Debug and trace lines
+	// (go-plugin's own chatter among them) say nothing about a failure.
 	if strings.HasPrefix(line, "{") {
 		var e map[string]any
 		if json.Unmarshal([]byte(line), &e) == nil {
+			if lvl, _ := e["@level"].(string); lvl == "debug" || lvl == "trace" {
+				return
+			}
 			if m, ok := e["@message"].(string); ok {
 				line = m
 				if er, ok := e["error"].(string); ok {
