@@ -128,7 +128,7 @@ type peer struct {
 }
 
 // startPeer starts the test peer with args and waits until it listens.
-func startPeer(t *testing.T, args ...string) *peer {
+func startPeer(t testing.TB, args ...string) *peer {
 	t.Helper()
 	cmd := exec.Command(bin("testpeer"), args...)
 	out, err := cmd.StdoutPipe()
@@ -162,7 +162,7 @@ func (p *peer) kill() {
 // testLogger collects a test's log lines and prints them if the test
 // failed. Plugin goroutines may log after the test ended, so it never
 // writes to t directly.
-func testLogger(t *testing.T) hclog.Logger {
+func testLogger(t testing.TB) hclog.Logger {
 	buf := &syncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() || testing.Verbose() {

@@ -36,7 +36,7 @@ func server(name, pluginName, command string, cfg any) *config.Server {
 	return srv
 }
 
-func dial(t *testing.T, srv *config.Server) (transport.Link, error) {
+func dial(t testing.TB, srv *config.Server) (transport.Link, error) {
 	t.Helper()
 	d, err := plugin.NewDialer(srv, testLogger(t))
 	if err != nil {
