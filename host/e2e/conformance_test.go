@@ -22,6 +22,17 @@ import (
 // inside the suite).
 const conformanceTimeout = 5 * time.Minute
 
+// nameArtifacts are checks server-everything passes directly only because it
+// answers for names it does not have. mcpvisor cannot route a name that no upstream
+// has and answers JSON-RPC -32602, as the spec's own example for an unknown tool
+// does; a difference there says nothing about forwarding.
+var nameArtifacts = map[string]string{
+	"tools-call-simple-text": "no upstream has test_simple_text; server-everything answers an unknown tool with a result the check accepts",
+	"tools-call-error":       "no upstream has test_error_handling; server-everything's unknown-tool result passes as the expected error",
+	"resources-subscribe":    "no upstream has test://watched-resource; server-everything accepts a subscription to any URI",
+	"resources-unsubscribe":  "no upstream has test://watched-resource; server-everything accepts an unsubscription from any URI",
+}
+
 // TestConformanceFidelity is the fidelity test of DESIGN §12: the official
 // conformance suite runs against server-everything's own streamable HTTP endpoint,
 // then against mcpvisor serving the same server (a stdio upstream, prefix = "" so
@@ -62,9 +73,15 @@ server "everything" {
 	var b strings.Builder
 	for _, k := range sortedKeys(want, got) {
 		fmt.Fprintf(&b, "\n  %-60s direct %-8s mcpvisor %s", k, want[k], got[k])
-		if want[k] == "SUCCESS" && got[k] != "SUCCESS" {
-			t.Errorf("conformance check %s passes directly but is %q through mcpvisor", k, got[k])
+		if want[k] != "SUCCESS" || got[k] == "SUCCESS" {
+			continue
 		}
+		scenario, _, _ := strings.Cut(k, "/")
+		if why, ok := nameArtifacts[scenario]; ok {
+			fmt.Fprintf(&b, " (expected: %s)", why)
+			continue
+		}
+		t.Errorf("conformance check %s passes directly but is %q through mcpvisor", k, got[k])
 	}
 	t.Logf("conformance checks (direct vs through mcpvisor):%s", b.String())
 }

@@ -40,7 +40,7 @@ const (
 	readyTimeout = 30 * time.Second
 	// toolsTimeout bounds how long an upstream's tools may take to appear downstream:
 	// servers connect in parallel and the gateway may serve before they are ready.
-	toolsTimeout = 60 * time.Second
+	toolsTimeout = 30 * time.Second
 	// inspectorTimeout bounds one run of the inspector CLI (Node startup included).
 	inspectorTimeout = 60 * time.Second
 	// shutdownTimeout bounds SIGTERM → exit of mcpvisor; its own grace for a child
