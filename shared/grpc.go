@@ -219,6 +219,14 @@ func (c *clientConn) pump() {
 	for {
 		m := new(wrapperspb.BytesValue)
 		if err := c.stream.RecvMsg(m); err != nil {
+			select {
+			case <-c.closed:
+				// Close canceled the stream; that is the reason, not the
+				// cancellation it caused.
+				c.err = ErrConnClosed
+				return
+			default:
+			}
 			if errors.Is(err, io.EOF) {
 				c.err = io.EOF
 			} else {
