@@ -99,6 +99,12 @@ server "everything" {
 // TestInspectorStdio: the inspector CLI runs `mcpvisor run --stdio` as its stdio
 // server, lists the tools and calls one. When the inspector closes mcpvisor's stdin,
 // mcpvisor and server-everything must be gone.
+//
+// Each inspector run starts a fresh mcpvisor and sends tools/list right after
+// initialize; a one-shot client never waits for list_changed. So mcpvisor must have
+// the upstream's tools (or have given up on it, bounded by connect_timeout) by the
+// time it answers that first list — retrying here does not help, it only tolerates
+// a flake.
 func TestInspectorStdio(t *testing.T) {
 	t.Parallel()
 	tl := requireTools(t)
