@@ -677,6 +677,33 @@ func waitFor(t *testing.T, ctx context.Context, ch <-chan string, kind string) {
 	}
 }
 
+// awaitListStream returns once the client hears tool list changes. A
+// 2026-07-28 client subscribes with a subscriptions/listen stream it opens
+// in the background while connecting, and nothing tells it when the server
+// has registered the stream; until then changes are not announced to it. So
+// change beta's catalog every few milliseconds until a notification lands,
+// then restore it. For a legacy client the first change is announced.
+func awaitListStream(t *testing.T, e *env, ch <-chan string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		e.reg.Update("beta", &registry.Catalog{Tools: []*mcp.Tool{{Name: fmt.Sprintf("probe%d", i), InputSchema: objectSchema}}})
+		select {
+		case k := <-ch:
+			if k == "tools" {
+				e.sync(t, "beta")
+				return
+			}
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("the client never heard a tools list_changed notification")
+		}
+	}
+}
+
 func toolNames(t *testing.T, ctx context.Context, cs *mcp.ClientSession) []string {
 	t.Helper()
 	res, err := cs.ListTools(ctx, nil)
@@ -731,6 +758,7 @@ func TestListChangedInMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cs.Close(); ss.Wait() })
+			awaitListStream(t, e, ch)
 			checkListChanged(t, e, cs, ch)
 		})
 	}
