@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -138,4 +139,17 @@ func TestFilters(t *testing.T) {
 			}
 		})
 	}
+}
+
+func ExampleExposedName() {
+	fmt.Println(registry.ExposedName("github", "__", "create_issue"))
+	fmt.Println(registry.ExposedName("", "__", "read_file"))
+	fmt.Println(registry.ExposedName("my server", "__", "do it/now"))
+	long := registry.ExposedName("srv", "__", strings.Repeat("x", 80))
+	fmt.Println(len(long), long[:10], long[55:56])
+	// Output:
+	// github__create_issue
+	// read_file
+	// my_server__do_it_now
+	// 64 srv__xxxxx _
 }

@@ -1,7 +1,10 @@
 package registry_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -378,5 +381,30 @@ func TestConcurrentUpdateAndLookup(t *testing.T) {
 	wg.Wait()
 	if _, ok := r.LookupTool("s__stable"); !ok {
 		t.Errorf("s__stable missing after updates")
+	}
+}
+
+// TestCollisionLoggedOnce checks that a collision is warned about with its
+// names as key/values when it appears, and not again while it persists.
+func TestCollisionLoggedOnce(t *testing.T) {
+	var buf bytes.Buffer
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &buf, JSONFormat: true})
+	r := registry.New(logger, "__", []registry.ServerSpec{{Name: "a"}, {Name: "b"}}, nil)
+	r.Update("a", &registry.Catalog{Tools: mkTools("x")})
+	r.Update("b", &registry.Catalog{Tools: mkTools("x")})
+	r.Update("b", &registry.Catalog{Tools: mkTools("x")})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("want one warning, got %d:\n%s", len(lines), buf.String())
+	}
+	var entry map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &entry); err != nil {
+		t.Fatal(err)
+	}
+	if entry["@level"] != "warn" || entry["exposed"] != "x" || entry["winner"] != "a" || entry["kind"] != "tool" {
+		t.Errorf("log entry = %v", entry)
+	}
+	if losers, _ := entry["losers"].([]any); len(losers) != 1 || losers[0] != "b" {
+		t.Errorf("losers = %v", entry["losers"])
 	}
 }
