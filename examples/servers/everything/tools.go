@@ -257,12 +257,16 @@ func elicitation(ctx context.Context, req *mcp.CallToolRequest, in elicitationIn
 }
 
 // elicitTool returns a handler that elicits a form with schema and returns
-// the answer.
+// the answer. A failed elicitation is a tool error (isError), as it is for
+// the typed handlers of test_sampling and test_elicitation, not a protocol
+// error.
 func elicitTool(schema, message string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res, err := elicit(ctx, req, message, schema)
 		if err != nil {
-			return nil, err
+			out := textResult(err.Error())
+			out.IsError = true
+			return out, nil
 		}
 		return textResult("Elicitation completed: " + res), nil
 	}
