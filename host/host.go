@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/gateway"
+	"github.com/mcpvisor/mcpvisor/host/plugin"
 	"github.com/mcpvisor/mcpvisor/host/registry"
 	"github.com/mcpvisor/mcpvisor/host/transport"
 	"github.com/mcpvisor/mcpvisor/host/upstream"
@@ -48,7 +49,8 @@ type options struct {
 // WithLogger sets the host's logger. Default: a null logger.
 func WithLogger(l hclog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithPluginDialer enables plugin server blocks (see package plugin).
+// WithPluginDialer replaces how plugin server blocks are launched. The
+// default is plugin.NewDialer (HashiCorp go-plugin binaries).
 func WithPluginDialer(f transport.PluginDialerFunc) Option {
 	return func(o *options) { o.plugin = f }
 }
@@ -84,7 +86,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{logger: hclog.NewNullLogger()}
+	o := options{logger: hclog.NewNullLogger(), plugin: plugin.NewDialer}
 	for _, f := range opts {
 		f(&o)
 	}

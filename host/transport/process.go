@@ -263,8 +263,7 @@ func (p *Process) waitExited(ctx context.Context, d time.Duration) bool {
 
 // groupGone reports whether no process is left in the child's group.
 func (p *Process) groupGone() bool {
-	err := syscall.Kill(-p.pgid, 0)
-	return errors.Is(err, syscall.ESRCH)
+	return !groupHasLiveMembers(p.pgid)
 }
 
 func (p *Process) waitGroupGone(ctx context.Context, d time.Duration) bool {

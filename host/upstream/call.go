@@ -182,7 +182,7 @@ func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func
 		s.strike(op)
 		retry = replayable
 	}
-	s.reportFailed(sess.gen)
+	s.reportFailed(sess.gen, err)
 	if !retry {
 		if class == recovery.ProcessDied {
 			return &recovery.Error{Server: s.name, Op: op, Class: class,
@@ -216,7 +216,7 @@ func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func
 	if class2 != recovery.SessionGone {
 		s.strike(op)
 	}
-	s.reportFailed(next.gen)
+	s.reportFailed(next.gen, err2)
 	return &recovery.Error{Server: s.name, Op: op, Class: class2, Reason: "retry on a new session failed too", Err: err2}
 }
 
@@ -266,10 +266,11 @@ func (s *Supervisor) recoveryFailed(op string, class recovery.Class, orig, wait 
 // reportFailed tells the run loop that generation gen is broken. Reports
 // about a generation that has already been replaced are ignored there, so
 // concurrent callers failing on one session cause one reconnect.
-func (s *Supervisor) reportFailed(gen uint64) {
+func (s *Supervisor) reportFailed(gen uint64, err error) {
 	s.mu.Lock()
 	if gen > s.failedGen {
 		s.failedGen = gen
+		s.failedErr = err
 	}
 	s.mu.Unlock()
 	signal(s.wake)

@@ -85,6 +85,11 @@ const (
 	// session before giving up with the original error (DESIGN.md §6).
 	retryReadyCap = 15 * time.Second
 
+	// processExitGrace is how long a broken process-backed session waits for
+	// the process's exit to be reported, so status shows the exit status
+	// and stderr rather than "connection closed".
+	processExitGrace = 100 * time.Millisecond
+
 	// closeGrace bounds how long closing a dead or replaced session may take.
 	closeGrace = 5 * time.Second
 )
@@ -196,6 +201,7 @@ type Supervisor struct {
 	lastErrAt   time.Time
 	nextAttempt time.Time
 	failedGen   uint64        // highest generation a caller reported failed
+	failedErr   error         // what that caller saw
 	changed     chan struct{} // closed and replaced on every change
 	catalog     *Catalog
 	stopping    bool
@@ -633,11 +639,21 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 			return healthy, sess.err
 		case <-s.wake:
 			s.mu.Lock()
-			failed := s.failedGen >= sess.gen
+			failed, why := s.failedGen >= sess.gen, s.failedErr
 			s.mu.Unlock()
-			if failed {
-				return healthy, errors.New("a call found the session broken")
+			if !failed {
+				continue
 			}
+			// A process that died says more about it than the call that
+			// tripped over its pipes; give its exit a moment to be seen.
+			if sess.processBacked() {
+				select {
+				case <-sess.dead:
+					return healthy, sess.err
+				case <-time.After(processExitGrace):
+				}
+			}
+			return healthy, fmt.Errorf("a call found the session broken: %w", why)
 		case <-s.relist:
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 			cat, err := s.list(ctx, sess.cs)
