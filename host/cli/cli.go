@@ -42,6 +42,10 @@ const (
 	// every server's process group (each takes at most ~2.5 s).
 	shutdownGrace = 10 * time.Second
 
+	// startupSettle bounds how long `run` waits for servers to connect
+	// before it starts answering clients.
+	startupSettle = 10 * time.Second
+
 	// settleTimeout bounds how long one-shot commands (tools, call) wait
 	// for servers to finish starting.
 	settleTimeout = 90 * time.Second
@@ -184,6 +188,16 @@ func runCmd(args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: %v\n", err)
 		return ExitRuntime
 	}
+
+	// Give the servers a moment to come up before the first client lists
+	// tools: a one-shot client (or a desktop agent that lists once) would
+	// otherwise see an empty catalog. Slow servers join later through
+	// list_changed; the wait is bounded so one never holds up the rest.
+	settleCtx, settleCancel := context.WithTimeout(ctx, startupSettle)
+	if err := h.WaitSettled(settleCtx); err != nil && ctx.Err() == nil {
+		logger.Warn("some servers are still starting; serving anyway", "waited", startupSettle)
+	}
+	settleCancel()
 
 	errc := make(chan error, 2)
 	var srv *http.Server

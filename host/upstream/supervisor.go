@@ -673,13 +673,16 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 	}
 }
 
+// closeSession stops the link before closing the session: a stdio server
+// then sees EOF on stdin and exits on its own, instead of dying of EPIPE
+// because its stdout was closed under it.
 func (s *Supervisor) closeSession(sess *session) {
-	sess.cs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 	defer cancel()
 	if err := sess.link.Close(ctx); err != nil {
 		s.logger.Warn("stopping server process", "error", err)
 	}
+	sess.cs.Close()
 }
 
 // list fetches the whole catalog, following pagination, for the
