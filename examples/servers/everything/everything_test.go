@@ -217,7 +217,18 @@ func TestLoggingAndProgress(t *testing.T) {
 		t.Errorf("progress result %q does not name the token", got)
 	}
 
-	// Notifications sent during a call arrive before its result.
+	// The client dispatches notifications on their own goroutines, so they
+	// may be handled after the call's result: wait for all of them.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		n := len(p.logs) + len(p.progress)
+		p.mu.Unlock()
+		if n >= 6 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var logs []any
