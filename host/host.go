@@ -131,6 +131,12 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 			ClientInfo: &mcp.Implementation{Name: "mcpvisor", Version: Version},
 			OnCatalog:  h.onCatalog,
 			OnStatus:   o.onStatus,
+			OnLog: func(_ string, msg *mcp.LoggingMessageParams) {
+				h.gateway.BroadcastLog(context.Background(), msg)
+			},
+			OnResourceUpdated: func(_ string, p *mcp.ResourceUpdatedNotificationParams) {
+				h.gateway.NotifyResourceUpdated(context.Background(), p.URI)
+			},
 		})
 		h.order = append(h.order, srv.Name)
 	}
@@ -270,8 +276,17 @@ func (s *gatewaySink) Apply(ch registry.Changes) { s.g.Apply(ch) }
 // server's supervisor.
 type backend struct{ h *Host }
 
+// down marks ctx with the downstream session the gateway found, so the
+// supervisor can route progress, logs, sampling and elicitation back to it.
+func down(ctx context.Context) context.Context {
+	if ss := gateway.Session(ctx); ss != nil {
+		return upstream.WithDownstream(ctx, ss)
+	}
+	return ctx
+}
+
 func (b backend) CallTool(ctx context.Context, server, tool string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
-	return b.h.backendCall(ctx, server, p)
+	return b.h.backendCall(down(ctx), server, p)
 }
 
 func (b backend) ReadResource(ctx context.Context, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
@@ -279,7 +294,7 @@ func (b backend) ReadResource(ctx context.Context, server string, p *mcp.ReadRes
 	if err != nil {
 		return nil, err
 	}
-	return s.ReadResource(ctx, p)
+	return s.ReadResource(down(ctx), p)
 }
 
 func (b backend) GetPrompt(ctx context.Context, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
@@ -287,7 +302,7 @@ func (b backend) GetPrompt(ctx context.Context, server string, p *mcp.GetPromptP
 	if err != nil {
 		return nil, err
 	}
-	return s.GetPrompt(ctx, p)
+	return s.GetPrompt(down(ctx), p)
 }
 
 func (b backend) Complete(ctx context.Context, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
@@ -295,7 +310,7 @@ func (b backend) Complete(ctx context.Context, server string, p *mcp.CompletePar
 	if err != nil {
 		return nil, err
 	}
-	return s.Complete(ctx, p)
+	return s.Complete(down(ctx), p)
 }
 
 func (b backend) Subscribe(ctx context.Context, server string, p *mcp.SubscribeParams) error {

@@ -215,7 +215,7 @@ func (g *Gateway) toolHandler(server, original string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		p := *req.Params
 		p.Name = original
-		return g.backend.CallTool(ctx, server, original, &p)
+		return g.backend.CallTool(withSession(ctx, req.Session), server, original, &p)
 	}
 }
 
@@ -223,13 +223,13 @@ func (g *Gateway) promptHandler(server, original string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		p := *req.Params
 		p.Name = original
-		return g.backend.GetPrompt(ctx, server, &p)
+		return g.backend.GetPrompt(withSession(ctx, req.Session), server, &p)
 	}
 }
 
 func (g *Gateway) resourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		return g.backend.ReadResource(ctx, server, req.Params)
+		return g.backend.ReadResource(withSession(ctx, req.Session), server, req.Params)
 	}
 }
 

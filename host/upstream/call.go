@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -22,10 +23,17 @@ var ErrStopped = errors.New("server is stopped (host shutting down)")
 func (s *Supervisor) CallTool(ctx context.Context, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	var res *mcp.CallToolResult
 	ro := s.readOnly.Load()
+	meta := params.Meta
+	ctx, upTok, rewritten, release := s.track(ctx, params.GetProgressToken())
+	defer release()
+	if rewritten {
+		meta = maps.Clone(meta)
+		meta["progressToken"] = upTok
+	}
 	err := s.do(ctx, "tools/call", ro != nil && (*ro)[params.Name], func(ctx context.Context, cs *mcp.ClientSession) error {
 		var err error
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{
-			Meta:           params.Meta,
+			Meta:           meta,
 			Name:           params.Name,
 			Arguments:      rawArgs(params.Arguments),
 			InputResponses: params.InputResponses,
@@ -133,6 +141,8 @@ func (s *Supervisor) Unsubscribe(ctx context.Context, params *mcp.UnsubscribePar
 // process died → new session, retry only when replayable; timeout and
 // transport → breaker strike; application → pass through unchanged.
 func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func(context.Context, *mcp.ClientSession) error) error {
+	ctx, _, _, release := s.track(ctx, nil)
+	defer release()
 	if s.cfg.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.Timeout)

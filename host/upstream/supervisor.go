@@ -85,6 +85,13 @@ const (
 	// session before giving up with the original error (DESIGN.md §6).
 	retryReadyCap = 15 * time.Second
 
+	// DefaultProtocolVersion is requested from upstreams whose block sets no
+	// protocol_version. It is the newest session-based version: on it an
+	// upstream may send sampling and elicitation requests while serving a
+	// call, which mcpvisor forwards to the downstream client; 2026-07-28
+	// forbids that in favour of input-required results.
+	DefaultProtocolVersion = "2025-11-25"
+
 	// processExitGrace is how long a broken process-backed session waits for
 	// the process's exit to be reported, so status shows the exit status
 	// and stderr rather than "connection closed".
@@ -115,6 +122,12 @@ type Options struct {
 	OnCatalog func(server string, cat *Catalog)
 	// OnStatus, if set, is called after every state change.
 	OnStatus func(Status)
+	// OnLog receives upstream log messages sent while no downstream call
+	// is in flight (see downstream.go).
+	OnLog func(server string, msg *mcp.LoggingMessageParams)
+	// OnResourceUpdated receives the upstream's resource-updated
+	// notifications.
+	OnResourceUpdated func(server string, p *mcp.ResourceUpdatedNotificationParams)
 	// ClientInfo is the implementation info sent to upstreams.
 	ClientInfo *mcp.Implementation
 	// BackoffBase overrides the 1 s base of the reconnect backoff (tests).
@@ -206,6 +219,12 @@ type Supervisor struct {
 	catalog     *Catalog
 	stopping    bool
 
+	// flightMu guards the in-flight downstream calls (downstream.go).
+	flightMu  sync.Mutex
+	flightSeq uint64
+	flights   map[uint64]*inflight
+	byToken   map[string]*inflight
+
 	wake     chan struct{} // a caller reported a failed generation
 	revive   chan struct{} // leave park / skip backoff now
 	relist   chan struct{} // the upstream said a list changed
@@ -241,11 +260,18 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		healthy: make(chan struct{}, 1),
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
+		flights: map[uint64]*inflight{},
+		byToken: map[string]*inflight{},
 	}
 	s.client = mcp.NewClient(opts.ClientInfo, &mcp.ClientOptions{
-		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { signal(s.relist) },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { signal(s.relist) },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { signal(s.relist) },
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { signal(s.relist) },
+		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { signal(s.relist) },
+		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { signal(s.relist) },
+		ProgressNotificationHandler: s.onProgress,
+		LoggingMessageHandler:       s.onLog,
+		ResourceUpdatedHandler:      s.onResourceUpdated,
+		CreateMessageHandler:        s.onCreateMessage,
+		ElicitationHandler:          s.onElicit,
 	})
 	return s
 }
@@ -537,10 +563,11 @@ func (s *Supervisor) connect() (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	var opts *mcp.ClientSessionOptions
-	if s.cfg.ProtocolVersion != "" {
-		opts = &mcp.ClientSessionOptions{ProtocolVersion: s.cfg.ProtocolVersion}
+	version := s.cfg.ProtocolVersion
+	if version == "" {
+		version = DefaultProtocolVersion
 	}
+	opts := &mcp.ClientSessionOptions{ProtocolVersion: version}
 	cs, err := s.connectSession(ctx, link, opts)
 	if err != nil {
 		cctx, ccancel := context.WithTimeout(context.Background(), closeGrace)
@@ -566,6 +593,13 @@ func (s *Supervisor) connect() (*session, error) {
 	if err != nil {
 		s.closeSession(sess)
 		return nil, fmt.Errorf("listing tools, resources and prompts: %w", err)
+	}
+	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Logging != nil {
+		// Ask for everything; each downstream session filters by the level
+		// its client set, as the go-sdk server does for its own logs.
+		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			s.logger.Debug("logging/setLevel on the upstream failed", "error", err)
+		}
 	}
 	s.cur.Store(sess)
 	s.breaker.Reset()
