@@ -131,7 +131,10 @@ func (s *Supervisor) latestFlight() *inflight {
 }
 
 func (s *Supervisor) onProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-	p := req.Params
+	s.forwardProgress(req.Params)
+}
+
+func (s *Supervisor) forwardProgress(p *mcp.ProgressNotificationParams) {
 	s.flightMu.Lock()
 	f := s.byToken[tokenKey(p.ProgressToken)]
 	s.flightMu.Unlock()
@@ -147,14 +150,18 @@ func (s *Supervisor) onProgress(ctx context.Context, req *mcp.ProgressNotificati
 }
 
 func (s *Supervisor) onLog(ctx context.Context, req *mcp.LoggingMessageRequest) {
+	s.forwardLog(req.Params)
+}
+
+func (s *Supervisor) forwardLog(p *mcp.LoggingMessageParams) {
 	if f := s.latestFlight(); f != nil {
-		if err := f.d.Log(f.ctx, req.Params); err != nil {
+		if err := f.d.Log(f.ctx, p); err != nil {
 			s.logger.Debug("forwarding log message failed", "error", err)
 		}
 		return
 	}
 	if s.opts.OnLog != nil {
-		s.opts.OnLog(s.name, req.Params)
+		s.opts.OnLog(s.name, p)
 	}
 }
 

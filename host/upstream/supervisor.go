@@ -622,7 +622,11 @@ func (s *Supervisor) connectSession(ctx context.Context, link transport.Link, op
 		case <-ctx.Done():
 		}
 	}()
-	return s.client.Connect(ctx, link.Transport(), opts)
+	t := link.Transport()
+	if _, ok := link.(interface{ Pid() int }); ok {
+		t = tapTransport{Transport: t, s: s}
+	}
+	return s.client.Connect(ctx, t, opts)
 }
 
 // monitor closes sess.dead when the link dies or the session ends. For a

@@ -1,0 +1,74 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The go-sdk client retires a call's response as soon as it reads it, but
+// hands notifications to a separate handler goroutine. A progress or log
+// notification the upstream sent just before its result could therefore be
+// forwarded after the downstream already got the result — or dropped,
+// since the call is no longer in flight. tapTransport closes that gap for
+// process-backed links: it forwards progress and log notifications from
+// inside Read, so the response behind them is not even read until they
+// have reached the downstream.
+//
+// HTTP links are not tapped: the SDK's streamable client connection relies
+// on unexported methods a wrapper would hide. There the SDK's own
+// notification handlers forward them, in order but not synchronised with
+// the result.
+type tapTransport struct {
+	mcp.Transport
+	s *Supervisor
+}
+
+func (t tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &tapConn{Connection: c, s: t.s}, nil
+}
+
+type tapConn struct {
+	mcp.Connection
+	s *Supervisor
+}
+
+const (
+	methodProgress = "notifications/progress"
+	methodLog      = "notifications/message"
+)
+
+func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || req.IsCall() {
+			return msg, nil
+		}
+		switch req.Method {
+		case methodProgress:
+			var p mcp.ProgressNotificationParams
+			if json.Unmarshal(req.Params, &p) != nil {
+				return msg, nil
+			}
+			c.s.forwardProgress(&p)
+		case methodLog:
+			var p mcp.LoggingMessageParams
+			if json.Unmarshal(req.Params, &p) != nil {
+				return msg, nil
+			}
+			c.s.forwardLog(&p)
+		default:
+			return msg, nil
+		}
+	}
+}
