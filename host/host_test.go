@@ -1,0 +1,381 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host"
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+)
+
+var bins map[string]string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcpvisor-host-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins, err = testutil.BuildExamples(dir, "echo", "notes")
+	if err == nil {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "mcpvisor"), ".")
+		cmd.Dir = testutil.RepoRoot()
+		if out, berr := cmd.CombinedOutput(); berr != nil {
+			err = fmt.Errorf("building mcpvisor: %v\n%s", berr, out)
+		}
+		bins["mcpvisor"] = filepath.Join(dir, "mcpvisor")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func logger(t *testing.T) hclog.Logger {
+	if testing.Verbose() {
+		return hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Debug})
+	}
+	return hclog.New(&hclog.LoggerOptions{Output: io.Discard})
+}
+
+// startHost loads src as config.hcl and starts a host with a downstream
+// go-sdk client connected to its gateway over in-memory transports.
+func startHost(t *testing.T, src string, clientOpts *mcp.ClientOptions) (*host.Host, *mcp.ClientSession) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(src), filepath.Join(t.TempDir(), "config.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(cfg, host.WithLogger(logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h.Start(ctx)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := h.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	if err := h.WaitSettled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range h.Status() {
+		if st.State != "ready" {
+			t.Fatalf("server %s is %s: %s", st.Name, st.State, st.LastError)
+		}
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	srvCtx, srvCancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Gateway().ServeTransport(srvCtx, st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, clientOpts).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		srvCancel()
+		<-done
+	})
+	return h, cs
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	var names []string
+	for tool, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func textOf(t *testing.T, c mcp.Content) string {
+	t.Helper()
+	tc, ok := c.(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("content %T, want text", c)
+	}
+	return tc.Text
+}
+
+func TestTwoServersAggregated(t *testing.T) {
+	src := fmt.Sprintf(`
+server "echo" {
+  command = %q
+  tools {
+    exclude = ["crash", "progress", "image"]
+  }
+}
+server "notes" {
+  command = %q
+  tools {
+    include = ["add_note", "p*"]
+    exclude = ["pid"]
+  }
+}
+`, bins["echo"], bins["notes"])
+	h, cs := startHost(t, src, nil)
+	ctx := context.Background()
+
+	// notes: include makes an allow-list, and pid matches both lists:
+	// include wins.
+	want := []string{"echo__add", "echo__echo", "echo__fail", "echo__jsonrpc_error", "echo__pid", "echo__sleep",
+		"notes__add_note", "notes__pid"}
+	if got := toolNames(t, cs); !slices.Equal(got, want) {
+		t.Fatalf("tools\n got %v\nwant %v", got, want)
+	}
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "routed"}})
+	if err != nil || textOf(t, res.Content[0]) != "routed" {
+		t.Fatalf("echo__echo: %v %+v", err, res)
+	}
+	// Each prefix reaches its own process.
+	p1, _ := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__pid"})
+	p2, _ := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__pid"})
+	if textOf(t, p1.Content[0]) == textOf(t, p2.Content[0]) {
+		t.Fatal("echo__pid and notes__pid answered from one process")
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__add", Arguments: map[string]any{"a": 2, "b": 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := res.StructuredContent.(map[string]any); !ok || m["sum"] != float64(42) {
+		t.Errorf("structuredContent %#v, want sum 42", res.StructuredContent)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__fail", Arguments: map[string]any{"message": "nope"}})
+	if err != nil || !res.IsError {
+		t.Errorf("fail: err=%v isError=%v", err, res != nil && res.IsError)
+	}
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__jsonrpc_error"})
+	if err == nil || !strings.Contains(err.Error(), "custom failure") {
+		t.Errorf("jsonrpc_error: %v", err)
+	}
+
+	// Resources and prompts are routed back to the notes server.
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://list"})
+	if err != nil || !strings.Contains(rr.Contents[0].Text, "welcome") {
+		t.Fatalf("notes://list: %v %+v", err, rr)
+	}
+	rr, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://note/todo"})
+	if err != nil || len(rr.Contents) == 0 {
+		t.Fatalf("template read: %v", err)
+	}
+	gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "notes__summarize", Arguments: map[string]string{"name": "welcome"}})
+	if err != nil || len(gp.Messages) == 0 {
+		t.Fatalf("notes__summarize: %v", err)
+	}
+	comp, err := cs.Complete(ctx, &mcp.CompleteParams{
+		Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: "notes__summarize"},
+		Argument: mcp.CompleteParamsArgument{Name: "name", Value: "we"},
+	})
+	if err != nil || !slices.Contains(comp.Completion.Values, "welcome") {
+		t.Fatalf("completion: %v %+v", err, comp)
+	}
+
+	// The library path is the same path.
+	lres, err := h.CallTool(ctx, "echo__echo", map[string]any{"text": "library"})
+	if err != nil || textOf(t, lres.Content[0]) != "library" {
+		t.Fatalf("host.CallTool: %v", err)
+	}
+	if _, err := h.CallTool(ctx, "nope__nothing", nil); !errors.Is(err, host.ErrUnknownTool) {
+		t.Fatalf("unknown tool: %v", err)
+	}
+}
+
+func TestCollisionIsDeterministicAndReported(t *testing.T) {
+	src := fmt.Sprintf(`
+server "b" {
+  command = %q
+  prefix  = ""
+}
+server "a" {
+  command = %q
+  prefix  = ""
+}
+`, bins["echo"], bins["echo"])
+	h, cs := startHost(t, src, nil)
+	names := toolNames(t, cs)
+	if !slices.Contains(names, "echo") || !slices.Contains(names, "pid") {
+		t.Fatalf("tools %v", names)
+	}
+	e, ok := h.Registry().LookupTool("echo")
+	if !ok || e.Server != "a" {
+		t.Fatalf("echo routed to %q, want the server that sorts first (a)", e.Server)
+	}
+	found := false
+	for _, c := range h.Registry().Collisions() {
+		if c.Name == "echo" && c.Winner == "a" && slices.Contains(c.Losers, "b") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("collision not reported: %+v", h.Registry().Collisions())
+	}
+}
+
+// An upstream's own list_changed (a new note) reaches the downstream client.
+func TestUpstreamListChangedReachesClient(t *testing.T) {
+	changed := make(chan struct{}, 10)
+	src := fmt.Sprintf(`server "notes" {
+  command = %q
+}
+`, bins["notes"])
+	_, cs := startHost(t, src, &mcp.ClientOptions{
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__add_note",
+		Arguments: map[string]any{"name": "fresh", "text": "new"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no resources list_changed after the upstream added a note")
+	}
+	for r, err := range cs.Resources(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.URI == "notes://note/fresh" {
+			return
+		}
+	}
+	t.Fatal("the new note's resource is not listed")
+}
+
+// Progress notifications reach the client that asked, with its own token,
+// before the result.
+func TestProgressForwarded(t *testing.T) {
+	var got []float64
+	progress := make(chan *mcp.ProgressNotificationParams, 100)
+	src := fmt.Sprintf(`server "echo" {
+  command = %q
+}
+`, bins["echo"])
+	_, cs := startHost(t, src, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			progress <- r.Params
+		},
+	})
+	p := &mcp.CallToolParams{Name: "echo__progress", Arguments: map[string]any{"steps": 3}}
+	p.SetProgressToken("tok-1")
+	if _, err := cs.CallTool(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(30 * time.Second)
+	for len(got) < 3 {
+		select {
+		case n := <-progress:
+			if n.ProgressToken != "tok-1" {
+				t.Fatalf("token %v, want tok-1", n.ProgressToken)
+			}
+			got = append(got, n.Progress)
+		case <-timeout:
+			t.Fatalf("got %d progress notifications, want 3", len(got))
+		}
+	}
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// SIGTERM to `mcpvisor run` shuts down gracefully: exit 0 and no process
+// it started is left, wrappers' children included.
+func TestRunSIGTERMLeavesNoDescendants(t *testing.T) {
+	addr := freePort(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.hcl")
+	src := fmt.Sprintf(`host {
+  listen = %q
+}
+server "echo" {
+  command = %q
+}
+server "wrapped" {
+  command = "sh"
+  args    = ["-c", "%s; exit $?"]
+}
+`, addr, bins["echo"], bins["notes"])
+	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bins["mcpvisor"], "run", "-config", cfgPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+
+	testutil.Eventually(t, 60*time.Second, "both servers ready", func() bool {
+		resp, err := http.Get("http://" + addr + "/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Count(string(b), `"state": "ready"`) == 2
+	})
+	desc := testutil.Descendants(cmd.Process.Pid)
+	if len(desc) < 3 { // echo, sh, notes
+		t.Fatalf("descendants %v, want at least echo, sh and its child", desc)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("mcpvisor exited with %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("mcpvisor did not exit after SIGTERM\n%s", stderr.String())
+	}
+	for _, pid := range desc {
+		if testutil.Alive(pid) {
+			t.Errorf("process %d outlived mcpvisor", pid)
+		}
+	}
+}
