@@ -9,7 +9,7 @@ host {
   log_level = "info"
 }
 
-# Tools: echo, add, fail, jsonrpc_error, image, sleep, pid, crash, progress.
+# Tools: echo, add, fail, jsonrpc_error, image, sleep, pid, crash, progress, roots.
 # Exposed as echo__echo, echo__add, …
 server "echo" {
   command = "./bin/echo"

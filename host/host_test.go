@@ -62,6 +62,11 @@ func logger(t *testing.T) hclog.Logger {
 // go-sdk client connected to its gateway over in-memory transports.
 func startHost(t *testing.T, src string, clientOpts *mcp.ClientOptions) (*host.Host, *mcp.ClientSession) {
 	t.Helper()
+	return startHostWithClient(t, src, clientOpts, nil)
+}
+
+func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions, setup func(*mcp.Client), sessOpts ...*mcp.ClientSessionOptions) (*host.Host, *mcp.ClientSession) {
+	t.Helper()
 	cfg, err := config.Parse([]byte(src), filepath.Join(t.TempDir(), "config.hcl"))
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +97,15 @@ func startHost(t *testing.T, src string, clientOpts *mcp.ClientOptions) (*host.H
 	srvCtx, srvCancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Gateway().ServeTransport(srvCtx, st) }()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, clientOpts).Connect(ctx, ct, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, clientOpts)
+	if setup != nil {
+		setup(client)
+	}
+	var so *mcp.ClientSessionOptions
+	if len(sessOpts) > 0 {
+		so = sessOpts[0]
+	}
+	cs, err := client.Connect(ctx, ct, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +144,7 @@ func TestTwoServersAggregated(t *testing.T) {
 server "echo" {
   command = %q
   tools {
-    exclude = ["crash", "progress", "image"]
+    exclude = ["crash", "progress", "image", "roots"]
   }
 }
 server "notes" {
@@ -377,5 +390,27 @@ server "wrapped" {
 		if testutil.Alive(pid) {
 			t.Errorf("process %d outlived mcpvisor", pid)
 		}
+	}
+}
+
+// An upstream's roots/list during a call is answered by the downstream
+// client that made the call. (Server-to-client requests exist only on the
+// session-based protocol; 2026-07-28 replaces them with input-required
+// results.)
+func TestRootsForwarded(t *testing.T) {
+	src := fmt.Sprintf(`server "echo" {
+  command = %q
+}
+`, bins["echo"])
+	client := &mcp.ClientOptions{}
+	_, cs := startHostWithClient(t, src, client, func(c *mcp.Client) {
+		c.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo__roots"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, res.Content[0]); got != "file:///work/project" {
+		t.Fatalf("upstream saw roots %q, want the downstream client's", got)
 	}
 }

@@ -40,6 +40,7 @@ type Downstream interface {
 	Log(ctx context.Context, params *mcp.LoggingMessageParams) error
 	CreateMessage(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 	Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	ListRoots(ctx context.Context, params *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 }
 
 type downstreamKey struct{}
@@ -184,5 +185,26 @@ func (s *Supervisor) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp
 func (s *Supervisor) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 	if s.opts.OnResourceUpdated != nil {
 		s.opts.OnResourceUpdated(s.name, req.Params)
+	}
+}
+
+// rootsMiddleware answers an upstream's roots/list with the roots of the
+// downstream client whose request is in flight; with none, the SDK client's
+// own (empty) root list answers, which tells the upstream nothing about the
+// host's filesystem.
+func (s *Supervisor) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "roots/list" {
+			return next(ctx, method, req)
+		}
+		f := s.latestFlight()
+		if f == nil {
+			return next(ctx, method, req)
+		}
+		p, _ := req.GetParams().(*mcp.ListRootsParams)
+		if p == nil {
+			p = &mcp.ListRootsParams{}
+		}
+		return f.d.ListRoots(f.ctx, p)
 	}
 }

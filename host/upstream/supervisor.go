@@ -273,6 +273,7 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		CreateMessageHandler:        s.onCreateMessage,
 		ElicitationHandler:          s.onElicit,
 	})
+	s.client.AddReceivingMiddleware(s.rootsMiddleware)
 	return s
 }
 

@@ -17,6 +17,7 @@
 //	                                canceled, then says "slept <ms>ms"
 //	pid           {}                the process id as text (read-only)
 //	crash         {}                exits the process with code 3 mid-call
+//	roots         {}                asks the client for roots/list; their URIs, one per line
 //	progress      {steps*: integer, interval_ms: integer}
 //	                                sends steps progress notifications with the
 //	                                request's progress token, then "done <steps> steps"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -91,8 +92,25 @@ func newServer(f *serve.Flags) *mcp.Server {
 		Name:        "progress",
 		Description: "Sends steps progress notifications using the request's progress token, then returns.",
 	}, progress)
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        "roots",
+		Description: "Asks the client for its roots (roots/list) and returns their URIs, one per line.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, roots)
 	serve.AddExtraTool(server, f)
 	return server
+}
+
+func roots(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	res, err := req.Session.ListRoots(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	var uris []string
+	for _, r := range res.Roots {
+		uris = append(uris, r.URI)
+	}
+	return &mcp.CallToolResult{Content: text(strings.Join(uris, "\n"))}, nil, nil
 }
 
 func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
