@@ -571,14 +571,21 @@ func (s *Supervisor) connect() (*session, error) {
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: version}
 	cs, err := s.connectSession(ctx, link, opts)
 	if err != nil {
+		// Read why before closing: closing makes a live process exit too.
+		linkErr, timedOut := link.Err(), errors.Is(ctx.Err(), context.DeadlineExceeded)
 		cctx, ccancel := context.WithTimeout(context.Background(), closeGrace)
 		link.Close(cctx)
 		ccancel()
+		switch {
+		case linkErr != nil:
+			return nil, fmt.Errorf("initialize: %w", linkErr)
+		case timedOut:
+			return nil, fmt.Errorf("initialize: no answer within connect_timeout (%s)", s.cfg.ConnectTimeout)
+		}
+		// A process that died during startup shows as EOF first; its exit
+		// status and stderr, known once it is reaped, say more.
 		if linkErr := link.Err(); linkErr != nil {
 			return nil, fmt.Errorf("initialize: %w", linkErr)
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("initialize: no answer within connect_timeout (%s)", s.cfg.ConnectTimeout)
 		}
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
@@ -783,4 +790,17 @@ func (s *Supervisor) WaitSettled(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// ProtocolVersion is the MCP protocol version negotiated with the upstream
+// on the current session ("" when not connected).
+func (s *Supervisor) ProtocolVersion() string {
+	sess := s.cur.Load()
+	if sess == nil {
+		return ""
+	}
+	if ir := sess.cs.InitializeResult(); ir != nil {
+		return ir.ProtocolVersion
+	}
+	return ""
 }

@@ -573,3 +573,35 @@ func TestUnauthorizedReconnectsOnceThenNeedsReauth(t *testing.T) {
 		t.Errorf("%d attempts, want exactly 2", n)
 	}
 }
+
+// An upstream that reads requests and never answers (say, one that ignores
+// an initialize it does not understand) must not hang connect past
+// connect_timeout; it is retried and parked like any failing server.
+func TestSilentUpstreamBoundedByConnectTimeout(t *testing.T) {
+	srv := stdioServer("silent", "sh", "-c", "cat > /dev/null")
+	srv.ConnectTimeout = 200 * time.Millisecond
+	srv.Reconnect.MaxRetries = 1
+	h := start(t, srv, nil)
+	st := h.waitState("parked", 0)
+	if !strings.Contains(st.LastError, "connect_timeout") {
+		t.Fatalf("last error %q, want it to name connect_timeout", st.LastError)
+	}
+}
+
+// A per-server protocol_version is what the upstream is asked for.
+func TestProtocolVersionOverride(t *testing.T) {
+	for _, v := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(v, func(t *testing.T) {
+			srv := stdioServer("echo", echoBin)
+			srv.ProtocolVersion = v
+			h := start(t, srv, nil)
+			h.waitState("ready", 1)
+			if _, err := call(context.Background(), h.sup, "echo", `{"text":"v"}`); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.sup.ProtocolVersion(); got != v {
+				t.Fatalf("negotiated %q, want %q", got, v)
+			}
+		})
+	}
+}
