@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := testutil.RunWithLeakCheck(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	echoBin = bins["echo"]
-	code := m.Run()
+	code := testutil.RunWithLeakCheck(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

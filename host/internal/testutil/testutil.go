@@ -204,3 +204,55 @@ func (s *Server) CountLines(prefix string) int {
 	}
 	return n
 }
+
+// leakMarkers are stack substrings of goroutines that must not outlive a
+// test binary's tests: the MCP SDK's, mcpvisor's own, and HTTP servers'.
+var leakMarkers = []string{
+	"modelcontextprotocol/go-sdk",
+	"github.com/mcpvisor/mcpvisor/host",
+	"github.com/hashicorp/go-plugin",
+	"net/http.(*conn).serve",
+}
+
+// LeakedGoroutines waits up to timeout for goroutines of the SDK, the host
+// or an HTTP server to finish, and returns the stacks of those that did
+// not ("" when none leaked). Call it from TestMain after m.Run.
+func LeakedGoroutines(timeout time.Duration) string {
+	deadline := time.Now().Add(timeout)
+	self := "testutil.LeakedGoroutines"
+	for {
+		buf := make([]byte, 4<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, self) || strings.Contains(g, "testing.(*M).") || strings.Contains(g, "testing.tRunner") {
+				continue
+			}
+			for _, m := range leakMarkers {
+				if strings.Contains(g, m) {
+					leaked = append(leaked, g)
+					break
+				}
+			}
+		}
+		if len(leaked) == 0 {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// RunWithLeakCheck runs the tests and fails the binary if goroutines leaked.
+func RunWithLeakCheck(m *testing.M) int {
+	code := m.Run()
+	if code == 0 {
+		if leaked := LeakedGoroutines(5 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "goroutines leaked after the tests:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	return code
+}
