@@ -31,7 +31,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/upstream"
 )
 
-var echoBin string
+var echoBin, notesBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "mcpvisor-upstream-test")
@@ -39,13 +39,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bins, err := testutil.BuildExamples(dir, "echo")
+	bins, err := testutil.BuildExamples(dir, "echo", "notes")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	echoBin = bins["echo"]
+	echoBin, notesBin = bins["echo"], bins["notes"]
 	code := testutil.RunWithLeakCheck(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -394,6 +394,9 @@ type sessionProxy struct {
 	toolCalls  atomic.Int64
 	breakNext  atomic.Int64
 	unauthNext atomic.Int64
+	// method is the JSON-RPC method whose requests are counted and broken
+	// ("tools/call" unless set before use).
+	method atomic.Value
 }
 
 func newSessionProxy(t *testing.T, target string) *sessionProxy {
@@ -408,7 +411,11 @@ func newSessionProxy(t *testing.T, target string) *sessionProxy {
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			if bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+			m, _ := p.method.Load().(string)
+			if m == "" {
+				m = "tools/call"
+			}
+			if bytes.Contains(body, []byte(`"method":"`+m+`"`)) {
 				p.toolCalls.Add(1)
 				if p.unauthNext.Add(-1) >= 0 {
 					http.Error(w, "token expired", http.StatusUnauthorized)
@@ -603,5 +610,196 @@ func TestProtocolVersionOverride(t *testing.T) {
 				t.Fatalf("negotiated %q, want %q", got, v)
 			}
 		})
+	}
+}
+
+// Session expiry is recovered the same way for every operation, not only
+// tools/call: one reconnect, exactly two attempts, the retry's result.
+func TestExpiredSessionRecoveryForEveryOperation(t *testing.T) {
+	up := testutil.StartServer(t, notesBin, "-http", "127.0.0.1:0")
+	proxy := newSessionProxy(t, up.URL)
+	h := start(t, httpServer("notes", proxy.URL+"/mcp"), nil)
+	h.waitState("ready", 1)
+	ops := []struct {
+		method string
+		run    func(ctx context.Context) error
+	}{
+		{"resources/list", func(ctx context.Context) error {
+			res, err := h.sup.ListResources(ctx, nil)
+			if err == nil && len(res.Resources) == 0 {
+				err = errors.New("no resources")
+			}
+			return err
+		}},
+		{"resources/read", func(ctx context.Context) error {
+			_, err := h.sup.ReadResource(ctx, &mcp.ReadResourceParams{URI: "notes://list"})
+			return err
+		}},
+		{"resources/templates/list", func(ctx context.Context) error {
+			_, err := h.sup.ListResourceTemplates(ctx, nil)
+			return err
+		}},
+		{"prompts/list", func(ctx context.Context) error {
+			_, err := h.sup.ListPrompts(ctx, nil)
+			return err
+		}},
+		{"prompts/get", func(ctx context.Context) error {
+			_, err := h.sup.GetPrompt(ctx, &mcp.GetPromptParams{Name: "summarize", Arguments: map[string]string{"name": "welcome"}})
+			return err
+		}},
+		{"completion/complete", func(ctx context.Context) error {
+			_, err := h.sup.Complete(ctx, &mcp.CompleteParams{
+				Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: "summarize"},
+				Argument: mcp.CompleteParamsArgument{Name: "name", Value: "w"},
+			})
+			return err
+		}},
+		{"resources/subscribe", func(ctx context.Context) error {
+			return h.sup.Subscribe(ctx, &mcp.SubscribeParams{URI: "notes://list"})
+		}},
+	}
+	gen := uint64(1)
+	for _, op := range ops {
+		t.Run(op.method, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			h.waitState("ready", gen)
+			proxy.method.Store(op.method)
+			proxy.toolCalls.Store(0)
+			proxy.breakNext.Store(1)
+			if err := op.run(ctx); err != nil {
+				t.Fatalf("%s on an expired session: %v", op.method, err)
+			}
+			// Two attempts; for list methods the reconnect's own catalog
+			// listing sends one more request of the same method.
+			want := int64(2)
+			if strings.HasSuffix(op.method, "/list") {
+				want = 3
+			}
+			if n := proxy.toolCalls.Load(); n != want {
+				t.Errorf("%d %s requests, want exactly %d", n, op.method, want)
+			}
+			gen++
+			if st := h.sup.Status(); st.Generation != gen {
+				t.Errorf("generation %d, want %d (one reconnect)", st.Generation, gen)
+			}
+		})
+	}
+}
+
+// testServer is a stdio echo server with a breaker sized for tests.
+func breakerServer(threshold int, cooldown time.Duration, maxRetries int) *config.Server {
+	srv := stdioServer("echo", echoBin)
+	srv.Breaker = config.Breaker{Threshold: threshold, Cooldown: cooldown}
+	srv.Reconnect.MaxRetries = maxRetries
+	return srv
+}
+
+func waitCooldown(t *testing.T, sup *upstream.Supervisor) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "breaker cooldown", func() bool {
+		st := sup.Status()
+		return st.Breaker == "open" && time.Now().After(st.BreakerRetryAt)
+	})
+}
+
+// A parked server: calls fail fast while the breaker is open; after the
+// cooldown the next call is a probe that revives the server and returns a
+// clean "reconnecting" error at once; then calls go through.
+func TestBreakerProbeRevivesParkedServer(t *testing.T) {
+	h := start(t, breakerServer(1, 300*time.Millisecond, 0), nil)
+	h.waitState("ready", 1)
+	ctx := context.Background()
+	if _, err := call(ctx, h.sup, "crash", ""); err == nil {
+		t.Fatal("crash returned no error")
+	}
+	h.waitState("parked", 1)
+	h.mu.Lock()
+	last := h.catalogs[len(h.catalogs)-1]
+	h.mu.Unlock()
+	if last != nil {
+		t.Fatal("parked server's tools not deregistered")
+	}
+
+	_, err := call(ctx, h.sup, "echo", `{"text":"x"}`)
+	var re *recovery.Error
+	if !errors.As(err, &re) || re.Class != recovery.Unavailable || re.RetryAt.IsZero() {
+		t.Fatalf("call while open: %v, want a fail-fast error with a retry time", err)
+	}
+
+	waitCooldown(t, h.sup)
+	_, err = call(ctx, h.sup, "echo", `{"text":"x"}`)
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "reconnecting") {
+		t.Fatalf("probe on a parked server: %v, want a reconnecting error", err)
+	}
+	h.waitState("ready", 2)
+	res, err := call(ctx, h.sup, "echo", `{"text":"back"}`)
+	if err != nil || text(t, res) != "back" {
+		t.Fatalf("call after revival: %v", err)
+	}
+	if st := h.sup.Status(); st.Breaker != "closed" {
+		t.Errorf("breaker %s after revival, want closed", st.Breaker)
+	}
+}
+
+// A probe that fails re-opens the breaker with a fresh cooldown and the
+// next call is blocked. Timeouts open the breaker without any reconnect
+// (which would close it).
+func TestBreakerFailedProbeBlocksNextCall(t *testing.T) {
+	srv := breakerServer(1, 300*time.Millisecond, 10)
+	srv.Timeout = 200 * time.Millisecond
+	h := start(t, srv, nil)
+	h.waitState("ready", 1)
+	ctx := context.Background()
+	if _, err := call(ctx, h.sup, "sleep", `{"ms":5000}`); err == nil {
+		t.Fatal("sleep past the timeout returned no error")
+	}
+	first := h.sup.Status()
+	if first.Breaker != "open" {
+		t.Fatalf("breaker %s after a timeout with threshold 1, want open", first.Breaker)
+	}
+	waitCooldown(t, h.sup)
+	// The probe fails too.
+	_, err := call(ctx, h.sup, "sleep", `{"ms":5000}`)
+	var re *recovery.Error
+	if !errors.As(err, &re) || re.Class != recovery.Timeout {
+		t.Fatalf("probe: %v, want a timeout", err)
+	}
+	st := h.sup.Status()
+	if st.Breaker != "open" || !st.BreakerRetryAt.After(first.BreakerRetryAt) {
+		t.Fatalf("after the failed probe: breaker %s retry at %v, want open with a fresh cooldown", st.Breaker, st.BreakerRetryAt)
+	}
+	_, err = call(ctx, h.sup, "echo", `{"text":"x"}`)
+	if !errors.As(err, &re) || re.Class != recovery.Unavailable || !strings.Contains(err.Error(), "circuit open") {
+		t.Fatalf("call after a failed probe: %v, want the breaker to block it", err)
+	}
+	if st.Generation != 1 {
+		t.Errorf("generation %d: timeouts must not reconnect", st.Generation)
+	}
+}
+
+// A successful reconnect closes the breaker and clears its count, even
+// when the call that caused the reconnect then failed.
+func TestReconnectResetsBreakerCountEvenIfRetryFails(t *testing.T) {
+	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
+	proxy := newSessionProxy(t, up.URL)
+	srv := httpServer("remote", proxy.URL+"/mcp")
+	srv.Timeout = 200 * time.Millisecond
+	srv.Breaker = config.Breaker{Threshold: 3, Cooldown: time.Hour}
+	h := start(t, srv, nil)
+	h.waitState("ready", 1)
+	ctx := context.Background()
+	if _, err := call(ctx, h.sup, "sleep", `{"ms":5000}`); err == nil {
+		t.Fatal("sleep past the timeout returned no error")
+	}
+	if st := h.sup.Status(); st.BreakerFailures != 1 {
+		t.Fatalf("breaker failures %d after a timeout, want 1", st.BreakerFailures)
+	}
+	proxy.breakNext.Store(2)
+	if _, err := call(ctx, h.sup, "echo", `{"text":"x"}`); err == nil {
+		t.Fatal("doubly expired call returned no error")
+	}
+	if st := h.sup.Status(); st.BreakerFailures != 0 || st.Breaker != "closed" {
+		t.Fatalf("after a reconnect: breaker %s with %d failures, want closed with 0", st.Breaker, st.BreakerFailures)
 	}
 }
