@@ -371,6 +371,11 @@ server "wrapped" {
 		b, _ := io.ReadAll(resp.Body)
 		return strings.Count(string(b), `"state": "ready"`) == 2
 	})
+	// `mcpvisor status` reads the running host.
+	out, err := exec.Command(bins["mcpvisor"], "status", "-config", cfgPath).CombinedOutput()
+	if err != nil || strings.Count(string(out), " ready ") != 2 || !strings.Contains(string(out), "wrapped") {
+		t.Fatalf("mcpvisor status: %v\n%s", err, out)
+	}
 	desc := testutil.Descendants(cmd.Process.Pid)
 	if len(desc) < 3 { // echo, sh, notes
 		t.Fatalf("descendants %v, want at least echo, sh and its child", desc)
@@ -412,5 +417,57 @@ func TestRootsForwarded(t *testing.T) {
 	}
 	if got := textOf(t, res.Content[0]); got != "file:///work/project" {
 		t.Fatalf("upstream saw roots %q, want the downstream client's", got)
+	}
+}
+
+// A tool set that changes across a restart is picked up: the respawned
+// server is re-listed, the registry applies the difference and the client
+// is told.
+func TestToolSetChangeAcrossRestart(t *testing.T) {
+	suffix := filepath.Join(t.TempDir(), "suffix")
+	if err := os.WriteFile(suffix, []byte("A"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan struct{}, 10)
+	src := fmt.Sprintf(`server "echo" {
+  command = "sh"
+  args    = ["-c", "exec %s -tools-suffix \"$(cat %s)\""]
+}
+`, bins["echo"], suffix)
+	h, cs := startHost(t, src, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if names := toolNames(t, cs); !slices.Contains(names, "echo__extraA") {
+		t.Fatalf("tools %v lack echo__extraA", names)
+	}
+	if err := os.WriteFile(suffix, []byte("B"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sup, _ := h.Supervisor("echo")
+	syscall.Kill(sup.Status().Pid, syscall.SIGKILL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		names := toolNames(t, cs)
+		if slices.Contains(names, "echo__extraB") {
+			if slices.Contains(names, "echo__extraA") {
+				t.Fatalf("the old tool is still exposed: %v", names)
+			}
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("echo__extraB never appeared; tools %v", names)
+		}
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__extraB", Arguments: map[string]any{"value": "v"}})
+	if err != nil || !strings.Contains(textOf(t, res.Content[0]), "extraB") {
+		t.Fatalf("new tool: %v", err)
 	}
 }
