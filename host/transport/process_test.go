@@ -3,44 +3,15 @@ package transport_test
 import (
 	"context"
 	"errors"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 	"github.com/mcpvisor/mcpvisor/host/transport"
 )
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state is the field after the parenthesised command name.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
-}
-
-// groupMembers lists the pids whose process group is pgid.
-func groupMembers(pgid int) []int {
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && alive(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
 
 func TestProcessExitIsDetected(t *testing.T) {
 	p, err := transport.StartProcess(transport.ProcessConfig{
@@ -77,16 +48,16 @@ func TestCloseKillsWholeGroup(t *testing.T) {
 	}
 	pgid := p.Pid()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(groupMembers(pgid)) < 2 && time.Now().Before(deadline) {
+	for len(testutil.GroupMembers(pgid)) < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := len(groupMembers(pgid)); n < 2 {
+	if n := len(testutil.GroupMembers(pgid)); n < 2 {
 		t.Fatalf("expected the wrapper and its child in the group, found %d", n)
 	}
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if left := groupMembers(pgid); len(left) > 0 {
+	if left := testutil.GroupMembers(pgid); len(left) > 0 {
 		t.Fatalf("processes left in group %d after Close: %v", pgid, left)
 	}
 }
@@ -103,7 +74,7 @@ func TestWrapperDeathWithOrphanHoldingPipes(t *testing.T) {
 	}
 	pgid := p.Pid()
 	deadline := time.Now().Add(5 * time.Second)
-	for len(groupMembers(pgid)) < 2 && time.Now().Before(deadline) {
+	for len(testutil.GroupMembers(pgid)) < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	syscall.Kill(pgid, syscall.SIGKILL) // the wrapper only
@@ -115,7 +86,7 @@ func TestWrapperDeathWithOrphanHoldingPipes(t *testing.T) {
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if left := groupMembers(pgid); len(left) > 0 {
+	if left := testutil.GroupMembers(pgid); len(left) > 0 {
 		t.Fatalf("orphans left in group %d: %v", pgid, left)
 	}
 }
