@@ -15,9 +15,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
@@ -64,18 +67,29 @@ func WithStatusHandler(f func(upstream.Status)) Option {
 
 // Host runs the upstream servers of one Config and serves their union.
 type Host struct {
-	cfg    *config.Config
 	opts   options
 	logger hclog.Logger
 
 	registry *registry.Registry
 	gateway  *gateway.Gateway
-	sups     map[string]*upstream.Supervisor
-	order    []string
 
-	startOnce sync.Once
+	// servers is the current set of supervisors. It is replaced whole on
+	// reload (copy on write), so the call path reads it without a lock.
+	servers atomic.Pointer[serverSet]
+	// mu serialises Start, Reload and Close.
+	mu      sync.Mutex
+	started bool
+	closed  bool
+
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// serverSet is an immutable snapshot of the running supervisors.
+type serverSet struct {
+	cfg   *config.Config
+	sups  map[string]*upstream.Supervisor
+	order []string
 }
 
 // New builds a Host for cfg. Nothing starts until Start.
@@ -90,19 +104,13 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	h := &Host{cfg: cfg, opts: o, logger: o.logger, sups: map[string]*upstream.Supervisor{}}
+	h := &Host{opts: o, logger: o.logger}
 
 	sep := cfg.Host.Separator
 	if sep == "" {
 		sep = config.DefaultSeparator
 	}
-	specs := make([]registry.ServerSpec, 0, len(cfg.Servers))
-	for _, srv := range cfg.Servers {
-		specs = append(specs, registry.ServerSpec{
-			Name: srv.Name, Prefix: srv.Prefix,
-			Include: srv.Tools.Include, Exclude: srv.Tools.Exclude,
-		})
-	}
+	specs := specsOf(cfg)
 	// The registry feeds the gateway and the gateway consults the registry;
 	// the sink breaks the cycle at construction.
 	sink := &gatewaySink{}
@@ -117,30 +125,52 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	})
 	sink.g = h.gateway
 
+	set := &serverSet{cfg: cfg, sups: map[string]*upstream.Supervisor{}}
 	for _, srv := range cfg.Servers {
-		d, err := transport.NewDialer(srv, transport.Options{
-			Logger: o.logger.Named("server").With("server", srv.Name),
-			Plugin: o.plugin,
-		})
+		sup, err := h.newSupervisor(srv)
 		if err != nil {
 			return nil, err
 		}
-		h.sups[srv.Name] = upstream.New(srv, upstream.Options{
-			Logger:     o.logger,
-			Dialer:     d,
-			ClientInfo: &mcp.Implementation{Name: "mcpvisor", Version: Version},
-			OnCatalog:  h.onCatalog,
-			OnStatus:   o.onStatus,
-			OnLog: func(_ string, msg *mcp.LoggingMessageParams) {
-				h.gateway.BroadcastLog(context.Background(), msg)
-			},
-			OnResourceUpdated: func(_ string, p *mcp.ResourceUpdatedNotificationParams) {
-				h.gateway.NotifyResourceUpdated(context.Background(), p.URI)
-			},
-		})
-		h.order = append(h.order, srv.Name)
+		set.sups[srv.Name] = sup
+		set.order = append(set.order, srv.Name)
 	}
+	h.servers.Store(set)
 	return h, nil
+}
+
+func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
+	d, err := transport.NewDialer(srv, transport.Options{
+		Logger: h.logger.Named("server").With("server", srv.Name),
+		Plugin: h.opts.plugin,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return upstream.New(srv, upstream.Options{
+		Logger:     h.logger,
+		Dialer:     d,
+		ClientInfo: &mcp.Implementation{Name: "mcpvisor", Version: Version},
+		OnCatalog:  h.onCatalog,
+		OnStatus:   h.opts.onStatus,
+		OnLog: func(_ string, msg *mcp.LoggingMessageParams) {
+			h.gateway.BroadcastLog(context.Background(), msg)
+		},
+		OnResourceUpdated: func(_ string, p *mcp.ResourceUpdatedNotificationParams) {
+			h.gateway.NotifyResourceUpdated(context.Background(), p.URI)
+		},
+	}), nil
+}
+
+// specsOf is how the registry exposes each server block of cfg.
+func specsOf(cfg *config.Config) []registry.ServerSpec {
+	specs := make([]registry.ServerSpec, 0, len(cfg.Servers))
+	for _, srv := range cfg.Servers {
+		specs = append(specs, registry.ServerSpec{
+			Name: srv.Name, Prefix: srv.Prefix,
+			Include: srv.Tools.Include, Exclude: srv.Tools.Exclude,
+		})
+	}
+	return specs
 }
 
 func (h *Host) onCatalog(server string, cat *upstream.Catalog) {
@@ -157,19 +187,28 @@ func (h *Host) onCatalog(server string, cat *upstream.Catalog) {
 // connect in the background. A server that cannot connect is retried and
 // eventually parked; it never stops the host or the other servers.
 func (h *Host) Start(ctx context.Context) error {
-	h.startOnce.Do(func() {
-		for _, name := range h.order {
-			h.sups[name].Start()
-		}
-	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return errors.New("host: Start after Close")
+	}
+	if h.started {
+		return nil
+	}
+	h.started = true
+	set := h.servers.Load()
+	for _, name := range set.order {
+		set.sups[name].Start()
+	}
 	return nil
 }
 
 // WaitSettled waits until no server is still starting: each is ready,
 // reconnecting or parked. Useful before listing tools from a CLI.
 func (h *Host) WaitSettled(ctx context.Context) error {
-	for _, name := range h.order {
-		if err := h.sups[name].WaitSettled(ctx); err != nil {
+	set := h.servers.Load()
+	for _, name := range set.order {
+		if err := set.sups[name].WaitSettled(ctx); err != nil {
 			return err
 		}
 	}
@@ -180,19 +219,28 @@ func (h *Host) WaitSettled(ctx context.Context) error {
 // all are down or ctx ends.
 func (h *Host) Close(ctx context.Context) error {
 	h.closeOnce.Do(func() {
-		var wg sync.WaitGroup
-		errs := make([]error, len(h.order))
-		for i, name := range h.order {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = h.sups[name].Stop(ctx)
-			}()
-		}
-		wg.Wait()
-		h.closeErr = errors.Join(errs...)
+		h.mu.Lock()
+		h.closed = true
+		set := h.servers.Load()
+		h.mu.Unlock()
+		h.closeErr = stopAll(ctx, set.sups, set.order)
 	})
 	return h.closeErr
+}
+
+// stopAll stops the named supervisors in parallel.
+func stopAll(ctx context.Context, sups map[string]*upstream.Supervisor, names []string) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(names))
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = sups[name].Stop(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Gateway returns the downstream MCP server, to serve over stdio or HTTP.
@@ -201,20 +249,21 @@ func (h *Host) Gateway() *gateway.Gateway { return h.gateway }
 // Registry returns the registry of exposed tools, resources and prompts.
 func (h *Host) Registry() *registry.Registry { return h.registry }
 
-// Config returns the configuration the host runs.
-func (h *Host) Config() *config.Config { return h.cfg }
+// Config returns the configuration the host runs (the latest reloaded one).
+func (h *Host) Config() *config.Config { return h.servers.Load().cfg }
 
 // Supervisor returns the supervisor of a server block.
 func (h *Host) Supervisor(name string) (*upstream.Supervisor, bool) {
-	s, ok := h.sups[name]
+	s, ok := h.servers.Load().sups[name]
 	return s, ok
 }
 
 // Status returns every server's status, in config order.
 func (h *Host) Status() []upstream.Status {
-	out := make([]upstream.Status, 0, len(h.order))
-	for _, name := range h.order {
-		out = append(out, h.sups[name].Status())
+	set := h.servers.Load()
+	out := make([]upstream.Status, 0, len(set.order))
+	for _, name := range set.order {
+		out = append(out, set.sups[name].Status())
 	}
 	return out
 }
@@ -254,7 +303,7 @@ func (h *Host) backendCall(ctx context.Context, server string, p *mcp.CallToolPa
 }
 
 func (h *Host) sup(name string) (*upstream.Supervisor, error) {
-	s, ok := h.sups[name]
+	s, ok := h.servers.Load().sups[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownServer, name)
 	}
@@ -263,7 +312,7 @@ func (h *Host) sup(name string) (*upstream.Supervisor, error) {
 
 // ServerNames returns the server block names in config order.
 func (h *Host) ServerNames() []string {
-	return append([]string(nil), h.order...)
+	return append([]string(nil), h.servers.Load().order...)
 }
 
 // gatewaySink forwards registry changes to the gateway once it exists. No
@@ -327,4 +376,88 @@ func (b backend) Unsubscribe(ctx context.Context, server string, p *mcp.Unsubscr
 		return err
 	}
 	return s.Unsubscribe(ctx, p)
+}
+
+// ReloadResult says what a Reload changed.
+type ReloadResult struct {
+	Added, Removed, Restarted, Unchanged []string
+	// HostChanged is set when the host block changed; its settings
+	// (listen, auth, logging) apply only after a restart.
+	HostChanged bool
+}
+
+// Reload applies a new configuration, touching only the server blocks that
+// changed: new blocks start, removed ones stop (their tools deregistered),
+// changed ones restart, and unchanged ones keep running untouched, with
+// their sessions. Naming and filters are re-applied to all. The host block
+// is not reloaded.
+func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, error) {
+	var res ReloadResult
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return res, errors.New("host: Reload after Close")
+	}
+	old := h.servers.Load()
+	res.HostChanged = !reflect.DeepEqual(old.cfg.Host, cfg.Host)
+
+	next := &serverSet{cfg: cfg, sups: map[string]*upstream.Supervisor{}}
+	var toStop []string
+	var toStart []*upstream.Supervisor
+	oldBlocks := map[string]*config.Server{}
+	for _, srv := range old.cfg.Servers {
+		oldBlocks[srv.Name] = srv
+	}
+	for _, srv := range cfg.Servers {
+		next.order = append(next.order, srv.Name)
+		if prev, ok := oldBlocks[srv.Name]; ok && sameServer(prev, srv) {
+			next.sups[srv.Name] = old.sups[srv.Name]
+			res.Unchanged = append(res.Unchanged, srv.Name)
+			continue
+		}
+		sup, err := h.newSupervisor(srv)
+		if err != nil {
+			return ReloadResult{}, err
+		}
+		next.sups[srv.Name] = sup
+		toStart = append(toStart, sup)
+		if _, ok := oldBlocks[srv.Name]; ok {
+			res.Restarted = append(res.Restarted, srv.Name)
+			toStop = append(toStop, srv.Name)
+		} else {
+			res.Added = append(res.Added, srv.Name)
+		}
+	}
+	for _, name := range old.order {
+		if _, ok := next.sups[name]; !ok {
+			res.Removed = append(res.Removed, name)
+			toStop = append(toStop, name)
+		}
+	}
+
+	// Stop what goes away first: a restarted server's old process must be
+	// gone (and its catalog withdrawn) before the new one registers.
+	err := stopAll(ctx, old.sups, toStop)
+	for _, name := range toStop {
+		h.registry.Update(name, nil)
+	}
+	h.registry.SetSpecs(specsOf(cfg))
+	h.servers.Store(next)
+	if h.started {
+		for _, sup := range toStart {
+			sup.Start()
+		}
+	}
+	return res, err
+}
+
+// sameServer reports whether two server blocks describe the same server
+// (where in the file they are does not matter).
+func sameServer(a, b *config.Server) bool {
+	x, y := *a, *b
+	x.DeclRange, y.DeclRange = hcl.Range{}, hcl.Range{}
+	return reflect.DeepEqual(x, y)
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -470,4 +471,146 @@ func TestToolSetChangeAcrossRestart(t *testing.T) {
 	if err != nil || !strings.Contains(textOf(t, res.Content[0]), "extraB") {
 		t.Fatalf("new tool: %v", err)
 	}
+}
+
+// Reload touches only the blocks that changed: an unchanged server keeps
+// its process, a removed one stops and its tools go, an added one starts.
+func TestReloadTouchesOnlyChangedBlocks(t *testing.T) {
+	first := fmt.Sprintf(`
+server "echo" {
+  command = %q
+}
+server "notes" {
+  command = %q
+}
+`, bins["echo"], bins["notes"])
+	h, cs := startHost(t, first, nil)
+	echoSup, _ := h.Supervisor("echo")
+	echoPid := echoSup.Status().Pid
+	notesSup, _ := h.Supervisor("notes")
+	notesPid := notesSup.Status().Pid
+
+	second := fmt.Sprintf(`
+server "echo" {
+  command = %q
+}
+server "more" {
+  command = %q
+  prefix  = "more"
+}
+`, bins["echo"], bins["echo"])
+	cfg, err := config.Parse([]byte(second), filepath.Join(t.TempDir(), "config.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := h.Reload(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Unchanged, []string{"echo"}) || !slices.Equal(res.Added, []string{"more"}) ||
+		!slices.Equal(res.Removed, []string{"notes"}) || len(res.Restarted) != 0 {
+		t.Fatalf("reload result %+v", res)
+	}
+	if err := h.WaitSettled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := echoSup.Status(); got.Pid != echoPid || got.Generation != 1 {
+		t.Errorf("unchanged server was touched: pid %d→%d, generation %d", echoPid, got.Pid, got.Generation)
+	}
+	if testutil.Alive(notesPid) {
+		t.Error("removed server's process still running")
+	}
+	names := toolNames(t, cs)
+	if slices.Contains(names, "notes__add_note") || !slices.Contains(names, "more__echo") || !slices.Contains(names, "echo__echo") {
+		t.Errorf("tools after reload: %v", names)
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "more__echo", Arguments: map[string]any{"text": "new"}})
+	if err != nil || textOf(t, r.Content[0]) != "new" {
+		t.Fatalf("added server's tool: %v", err)
+	}
+
+	// A changed block restarts that server only.
+	third := strings.Replace(second, `prefix  = "more"`, `prefix  = "again"`, 1)
+	third = strings.Replace(third, "server \"more\" {", "server \"more\" {\n  timeout = \"10s\"", 1)
+	cfg, err = config.Parse([]byte(third), filepath.Join(t.TempDir(), "config.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.Reload(ctx, cfg)
+	if err != nil || !slices.Equal(res.Restarted, []string{"more"}) || !slices.Equal(res.Unchanged, []string{"echo"}) {
+		t.Fatalf("second reload: %+v %v", res, err)
+	}
+	h.WaitSettled(ctx)
+	if names := toolNames(t, cs); !slices.Contains(names, "again__echo") || slices.Contains(names, "more__echo") {
+		t.Errorf("tools after the prefix change: %v", names)
+	}
+}
+
+// SIGHUP reloads the file; an invalid file keeps the running configuration.
+func TestRunSIGHUPReloads(t *testing.T) {
+	addr := freePort(t)
+	cfgPath := filepath.Join(t.TempDir(), "config.hcl")
+	write := func(src string) {
+		if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := fmt.Sprintf("host {\n  listen = %q\n}\nserver \"echo\" {\n  command = %q\n}\n", addr, bins["echo"])
+	write(base)
+	cmd := exec.Command(bins["mcpvisor"], "run", "-config", cfgPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	status := func() string {
+		resp, err := http.Get("http://" + addr + "/status")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	testutil.Eventually(t, 60*time.Second, "echo ready", func() bool { return strings.Contains(status(), `"state": "ready"`) })
+
+	write("server \"broken\" {\n  comand = \"x\"\n}\n")
+	cmd.Process.Signal(syscall.SIGHUP)
+	testutil.Eventually(t, 30*time.Second, "the invalid reload to be reported", func() bool {
+		return strings.Contains(stderr.String(), "keeping the running one")
+	})
+	if !strings.Contains(status(), `"name": "echo"`) {
+		t.Fatal("an invalid reload changed the running servers")
+	}
+
+	write(base + fmt.Sprintf("server \"notes\" {\n  command = %q\n}\n", bins["notes"]))
+	cmd.Process.Signal(syscall.SIGHUP)
+	testutil.Eventually(t, 60*time.Second, "notes ready after reload", func() bool {
+		return strings.Count(status(), `"state": "ready"`) == 2
+	})
+}
+
+// lockedBuffer is an io.Writer a test can read while a process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -221,15 +221,27 @@ func runCmd(args []string, stdio IO) int {
 		logger.Info("serving MCP over stdio")
 	}
 
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	code := ExitOK
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down")
-	case <-stdioDone:
-		logger.Info("stdio client disconnected; shutting down")
-	case err := <-errc:
-		logger.Error("fatal", "error", err)
-		code = ExitRuntime
+wait:
+	for {
+		select {
+		case <-hup:
+			reload(ctx, h, *path, logger)
+		case <-ctx.Done():
+			logger.Info("shutting down")
+			break wait
+		case <-stdioDone:
+			logger.Info("stdio client disconnected; shutting down")
+			break wait
+		case err := <-errc:
+			logger.Error("fatal", "error", err)
+			code = ExitRuntime
+			break wait
+		}
 	}
 	stop()
 
@@ -243,6 +255,27 @@ func runCmd(args []string, stdio IO) int {
 		code = ExitRuntime
 	}
 	return code
+}
+
+// reload re-reads the configuration on SIGHUP. An invalid file changes
+// nothing: the host keeps running what it has and says why.
+func reload(ctx context.Context, h *host.Host, path string, logger hclog.Logger) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		logger.Error("reload: configuration invalid; keeping the running one", "file", path, "error", err.Error())
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, shutdownGrace)
+	defer cancel()
+	res, err := h.Reload(rctx, cfg)
+	if err != nil {
+		logger.Error("reload incomplete", "error", err)
+	}
+	logger.Info("configuration reloaded", "added", res.Added, "removed", res.Removed,
+		"restarted", res.Restarted, "unchanged", len(res.Unchanged))
+	if res.HostChanged {
+		logger.Warn("the host block changed; listen, auth and logging apply after a restart")
+	}
 }
 
 // httpMux serves /mcp (the gateway), /status (JSON server states) and

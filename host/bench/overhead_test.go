@@ -1,0 +1,224 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+)
+
+// Targets of issue 2 item 9.
+const (
+	// maxAddedP50 is the most a call through mcpvisor may add to the
+	// median latency of the same call made directly (loopback, c=1).
+	maxAddedP50 = 100 * time.Microsecond
+	// minThroughputRatio is the least share of direct throughput the
+	// proxied path must keep at concurrency 32.
+	minThroughputRatio = 0.70
+)
+
+// overheadConcurrency is the number of goroutines sharing one client
+// session in the parallel rows.
+const overheadConcurrency = 32
+
+// chunkPerWorker is how many calls each goroutine makes per timed chunk in
+// the parallel rows. Chunks alternate between the direct and the proxied
+// side, so drift (CPU frequency, GC, a noisy neighbour) hits both; a chunk
+// is long enough that its ragged end, when some goroutines are done and
+// others are not, is a few percent of it.
+const chunkPerWorker = 32
+
+// caller is one side of a comparison: a client session and the name the
+// echo tool has on that side ("echo" directly, "echo__echo" through
+// mcpvisor).
+type caller struct {
+	cs     *mcp.ClientSession
+	params *mcp.CallToolParams
+}
+
+func (c caller) call(ctx context.Context) error {
+	res, err := c.cs.CallTool(ctx, c.params)
+	if err == nil && res.IsError {
+		err = fmt.Errorf("tool error: %v", res.Content)
+	}
+	return err
+}
+
+// BenchmarkCallOverhead is issue 2 item 9: a tools/call echo {"text":"x"}
+// made directly to the echo upstream and the same call through mcpvisor,
+// in one run, with the downstream client on stdio and on streamable HTTP,
+// at concurrency 1 and 32 (goroutines sharing one client session).
+//
+// Each side talks to its upstream the way the client talks to mcpvisor:
+// stdio rows spawn `echo` directly versus `mcpvisor run --stdio` whose
+// upstream is a stdio `echo`; HTTP rows call an `echo -http` process
+// directly versus `mcpvisor run` (HTTP on loopback) whose upstream is that
+// same process. The difference is therefore exactly the hop mcpvisor adds.
+func BenchmarkCallOverhead(b *testing.B) {
+	setups := []struct {
+		name  string
+		setup func(*testing.B) (direct, proxied caller)
+	}{
+		{"stdio", stdioPair},
+		{"http", httpPair},
+	}
+	for _, s := range setups {
+		for _, conc := range []int{1, overheadConcurrency} {
+			b.Run(fmt.Sprintf("%s/c%d", s.name, conc), func(b *testing.B) {
+				direct, proxied := s.setup(b)
+				measureOverhead(b, conc, direct, proxied)
+			})
+		}
+	}
+}
+
+// stdioPair starts echo over stdio for the direct side and `mcpvisor run
+// --stdio` (upstream: echo over stdio) for the proxied side.
+func stdioPair(b *testing.B) (direct, proxied caller) {
+	direct = caller{connect(b, &mcp.CommandTransport{Command: exec.Command(bins["echo"])}), echoParams("echo")}
+	path := writeConfig(b, fmt.Sprintf(`host {
+  log_level = "warn"
+}
+server "echo" {
+  command = %q
+}
+`, bins["echo"]))
+	proxied = caller{mcpvisorStdio(b, path), echoParams("echo__echo")}
+	return direct, proxied
+}
+
+// httpPair starts one `echo -http` process; the direct side calls it, and
+// `mcpvisor run` on a loopback port, whose upstream it is, serves the
+// proxied side.
+func httpPair(b *testing.B) (direct, proxied caller) {
+	up := testutil.StartServer(b, bins["echo"], "-http", "127.0.0.1:0")
+	hc := httpClient(b)
+	direct = caller{connect(b, &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc}), echoParams("echo")}
+	addr := freeAddr(b)
+	path := writeConfig(b, fmt.Sprintf(`host {
+  listen    = %q
+  log_level = "warn"
+}
+server "echo" {
+  url = %q
+}
+`, addr, up.URL))
+	mcpvisorHTTP(b, path, addr)
+	proxied = caller{connect(b, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}), echoParams("echo__echo")}
+	return direct, proxied
+}
+
+// measureOverhead times direct and proxied calls in alternation and
+// reports per-side µs/op (wall time per call: mean latency at c=1, inverse
+// throughput at c=32), per-side p50, the added p50 and the throughput
+// ratio proxied/direct. ns/op is suppressed: one iteration is a pair of
+// chunks, which says nothing by itself.
+func measureOverhead(b *testing.B, conc int, direct, proxied caller) {
+	ctx := context.Background()
+	// Warm both paths: connections, buffers, the first-call costs of the
+	// SDK and the registry.
+	for _, c := range []caller{direct, proxied} {
+		if _, _, err := runChunk(ctx, c, conc, 10*conc); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	chunk := 1
+	if conc > 1 {
+		chunk = conc * chunkPerWorker
+	}
+	var sides [2]struct {
+		wall  time.Duration
+		calls int
+		lat   []time.Duration
+	}
+	callers := [2]caller{direct, proxied}
+	i := 0
+	for b.Loop() {
+		// Alternate which side goes first, so neither always follows the
+		// other's GC or scheduling debris.
+		for k := range 2 {
+			side := (i + k) % 2
+			wall, lat, err := runChunk(ctx, callers[side], conc, chunk)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sides[side].wall += wall
+			sides[side].calls += chunk
+			sides[side].lat = append(sides[side].lat, lat...)
+		}
+		i++
+	}
+
+	d, p := sides[0], sides[1]
+	directOp := d.wall / time.Duration(d.calls)
+	proxiedOp := p.wall / time.Duration(p.calls)
+	directP50, proxiedP50 := quantile(d.lat, 0.5), quantile(p.lat, 0.5)
+	added := proxiedP50 - directP50
+	ratio := (float64(p.calls) / p.wall.Seconds()) / (float64(d.calls) / d.wall.Seconds())
+
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(micros(directOp), "direct-µs/op")
+	b.ReportMetric(micros(proxiedOp), "proxied-µs/op")
+	b.ReportMetric(micros(directP50), "direct-p50-µs")
+	b.ReportMetric(micros(proxiedP50), "proxied-p50-µs")
+	b.ReportMetric(micros(added), "added-p50-µs")
+	b.ReportMetric(ratio, "throughput-ratio")
+
+	if conc == 1 {
+		b.Logf("%s: added p50 %.1f µs (target ≤ %d µs); %d calls per side",
+			verdict(added <= maxAddedP50), micros(added), maxAddedP50.Microseconds(), d.calls)
+	} else {
+		b.Logf("%s: throughput through mcpvisor %.0f%% of direct at c=%d (target ≥ %.0f%%); added p50 %.1f µs; %d calls per side",
+			verdict(ratio >= minThroughputRatio), 100*ratio, conc, 100*minThroughputRatio, micros(added), d.calls)
+	}
+}
+
+// runChunk makes n calls with conc goroutines sharing c's session and
+// returns the wall time and every call's latency.
+func runChunk(ctx context.Context, c caller, conc, n int) (time.Duration, []time.Duration, error) {
+	lat := make([]time.Duration, n)
+	if conc == 1 {
+		start := time.Now()
+		for i := range n {
+			t0 := time.Now()
+			if err := c.call(ctx); err != nil {
+				return 0, nil, err
+			}
+			lat[i] = time.Since(t0)
+		}
+		return time.Since(start), lat, nil
+	}
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				if err := c.call(ctx); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				lat[i] = time.Since(t0)
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), lat, firstErr
+}
