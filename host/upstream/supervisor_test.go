@@ -784,12 +784,14 @@ func TestReconnectResetsBreakerCountEvenIfRetryFails(t *testing.T) {
 	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
 	proxy := newSessionProxy(t, up.URL)
 	srv := httpServer("remote", proxy.URL+"/mcp")
-	srv.Timeout = 200 * time.Millisecond
+	// Long enough that the reconnect inside the second call never hits it
+	// on a loaded machine, short enough to time out the sleep.
+	srv.Timeout = 2 * time.Second
 	srv.Breaker = config.Breaker{Threshold: 3, Cooldown: time.Hour}
 	h := start(t, srv, nil)
 	h.waitState("ready", 1)
 	ctx := context.Background()
-	if _, err := call(ctx, h.sup, "sleep", `{"ms":5000}`); err == nil {
+	if _, err := call(ctx, h.sup, "sleep", `{"ms":60000}`); err == nil {
 		t.Fatal("sleep past the timeout returned no error")
 	}
 	if st := h.sup.Status(); st.BreakerFailures != 1 {
