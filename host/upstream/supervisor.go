@@ -750,7 +750,14 @@ func (s *Supervisor) list(ctx context.Context, cs *mcp.ClientSession) (*Catalog,
 	if caps.Resources != nil {
 		for r, err := range cs.Resources(ctx, nil) {
 			if err != nil {
-				return nil, fmt.Errorf("resources/list: %w", err)
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("resources/list: %w", err)
+				}
+				// A server whose resources are broken still serves its
+				// tools; expose what listed.
+				s.logger.Warn("resources/list failed; exposing no resources", "error", recovery.Redact(err.Error()))
+				cat.Resources = nil
+				break
 			}
 			cat.Resources = append(cat.Resources, r)
 		}
@@ -766,7 +773,12 @@ func (s *Supervisor) list(ctx context.Context, cs *mcp.ClientSession) (*Catalog,
 	if caps.Prompts != nil {
 		for p, err := range cs.Prompts(ctx, nil) {
 			if err != nil {
-				return nil, fmt.Errorf("prompts/list: %w", err)
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("prompts/list: %w", err)
+				}
+				s.logger.Warn("prompts/list failed; exposing no prompts", "error", recovery.Redact(err.Error()))
+				cat.Prompts = nil
+				break
 			}
 			cat.Prompts = append(cat.Prompts, p)
 		}
