@@ -10,8 +10,8 @@
 package bench_test
 
 import (
-	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -21,15 +21,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host"
+	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+	"github.com/mcpvisor/mcpvisor/host/upstream"
 )
 
 // bins holds the binaries built by TestMain: "echo" and "mcpvisor".
@@ -90,12 +93,20 @@ func httpClient(b *testing.B) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
+// sessionOptions pins every benchmark client to the protocol version
+// mcpvisor speaks to its upstreams, so that direct and proxied calls carry
+// the same protocol on every hop. (The session-based example servers also
+// refuse the stateless 2026-07-28 the go-sdk client would otherwise ask for.)
+func sessionOptions() *mcp.ClientSessionOptions {
+	return &mcp.ClientSessionOptions{ProtocolVersion: upstream.DefaultProtocolVersion}
+}
+
 // connect opens a client session and closes it when the benchmark ends.
 func connect(b *testing.B, t mcp.Transport) *mcp.ClientSession {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs, err := benchClient().Connect(ctx, t, nil)
+	cs, err := benchClient().Connect(ctx, t, sessionOptions())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -130,16 +141,20 @@ func freeAddr(b *testing.B) string {
 // started must be gone.
 func mcpvisorStdio(b *testing.B, path string) *mcp.ClientSession {
 	b.Helper()
+	var stderr tailBuffer
 	cmd := exec.Command(bins["mcpvisor"], "run", "--stdio", "-config", path)
-	cmd.Stderr = stderrSink()
+	cmd.Stderr = &stderr
+	if testing.Verbose() {
+		cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs, err := benchClient().Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	cs, err := benchClient().Connect(ctx, &mcp.CommandTransport{Command: cmd}, sessionOptions())
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("connecting to mcpvisor run --stdio: %v\n%s", err, stderr.String())
 	}
-	// Registered after Connect so it runs before nothing else of ours:
-	// descendants are listed while mcpvisor is still their parent.
+	// Descendants are listed before the session closes, while mcpvisor is
+	// still their parent.
 	b.Cleanup(func() {
 		desc := testutil.Descendants(cmd.Process.Pid)
 		cs.Close()
@@ -153,58 +168,87 @@ func mcpvisorStdio(b *testing.B, path string) *mcp.ClientSession {
 // gets SIGTERM and must exit leaving no process behind.
 func mcpvisorHTTP(b *testing.B, path, addr string) {
 	b.Helper()
+	var stderr tailBuffer
 	cmd := exec.Command(bins["mcpvisor"], "run", "-config", path)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Stderr = stderrSink()
+	cmd.Stderr = &stderr
+	if testing.Verbose() {
+		cmd.Stderr = io.MultiWriter(&stderr, os.Stderr)
+	}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
 	b.Cleanup(func() {
 		desc := testutil.Descendants(cmd.Process.Pid)
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case err := <-exited:
-			if err != nil {
-				b.Errorf("mcpvisor run exited with %v after SIGTERM", err)
+		case <-exited:
+			if waitErr != nil {
+				b.Errorf("mcpvisor run exited with %v after SIGTERM\n%s", waitErr, stderr.String())
 			}
 		case <-time.After(30 * time.Second):
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
-			b.Errorf("mcpvisor run did not exit within 30s of SIGTERM")
+			b.Errorf("mcpvisor run did not exit within 30s of SIGTERM\n%s", stderr.String())
 		}
 		checkGone(b, "mcpvisor run", desc)
 	})
 	// `run` binds, waits for the servers to settle, then serves; /status
 	// says whether they settled as ready.
+	hc := &http.Client{Timeout: 5 * time.Second}
 	testutil.Eventually(b, 60*time.Second, "mcpvisor run serving with every server ready", func() bool {
 		select {
-		case err := <-exited:
-			b.Fatalf("mcpvisor run exited early: %v", err)
+		case <-exited:
+			b.Fatalf("mcpvisor run exited early: %v\n%s", waitErr, stderr.String())
 		default:
 		}
-		resp, err := http.Get("http://" + addr + "/status")
+		resp, err := hc.Get("http://" + addr + "/status")
 		if err != nil {
 			return false
 		}
 		defer resp.Body.Close()
-		var sb strings.Builder
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			sb.WriteString(sc.Text())
+		var doc struct {
+			Servers []struct{ State string }
 		}
-		return strings.Contains(sb.String(), `"state": "ready"`) && !strings.Contains(sb.String(), `"state": "starting"`)
+		if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || len(doc.Servers) == 0 {
+			return false
+		}
+		for _, srv := range doc.Servers {
+			if srv.State != "ready" {
+				return false
+			}
+		}
+		return true
 	})
 }
 
-// stderrSink is where a child's stderr goes: the terminal under -v, else
-// nowhere. The configs use log_level = "warn", so -v stays readable.
-func stderrSink() io.Writer {
-	if testing.Verbose() {
-		return os.Stderr
+// tailBuffer keeps the last 8 KiB written to it: enough of a child's
+// stderr to say why it failed.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - 8<<10; over > 0 {
+		t.buf = t.buf[over:]
 	}
-	return nil
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
 }
 
 // checkGone fails the benchmark if any of pids outlives a grace period.
@@ -255,4 +299,67 @@ func verdict(met bool) string {
 		return "target met"
 	}
 	return "target missed"
+}
+
+// libraryHost builds a host from src (HCL) with the library and starts it,
+// returning once every server is ready.
+func libraryHost(b *testing.B, src string) *host.Host {
+	b.Helper()
+	h := newHost(b, src)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h.Start(ctx)
+	if err := h.WaitSettled(ctx); err != nil {
+		b.Fatal(err)
+	}
+	requireReady(b, h)
+	return h
+}
+
+// newHost builds (but does not start) a host from src. It is closed when
+// the benchmark ends, and may be closed earlier: Close is idempotent. Every
+// server process must be gone after it.
+func newHost(b *testing.B, src string) *host.Host {
+	b.Helper()
+	cfg, err := config.Parse([]byte(src), filepath.Join(b.TempDir(), "config.hcl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	logger := hclog.NewNullLogger()
+	if testing.Verbose() {
+		logger = hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Warn})
+	}
+	h, err := host.New(cfg, host.WithLogger(logger))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { closeHost(b, h) })
+	return h
+}
+
+// requireReady fails the benchmark unless every server of h is ready.
+func requireReady(b *testing.B, h *host.Host) {
+	b.Helper()
+	for _, st := range h.Status() {
+		if st.State != "ready" {
+			b.Fatalf("server %s is %s: %s", st.Name, st.State, st.LastError)
+		}
+	}
+}
+
+// closeHost stops h and checks that no server process outlived it.
+func closeHost(b *testing.B, h *host.Host) {
+	b.Helper()
+	var pids []int
+	for _, st := range h.Status() {
+		if st.Pid > 0 {
+			pids = append(pids, st.Pid)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Close(ctx); err != nil {
+		b.Errorf("host close: %v", err)
+	}
+	checkGone(b, "host", pids)
 }

@@ -33,22 +33,22 @@ const overheadConcurrency = 32
 // side, so drift (CPU frequency, GC, a noisy neighbour) hits both; a chunk
 // is long enough that its ragged end, when some goroutines are done and
 // others are not, is a few percent of it.
-const chunkPerWorker = 32
+const chunkPerWorker = 8
 
-// caller is one side of a comparison: a client session and the name the
-// echo tool has on that side ("echo" directly, "echo__echo" through
-// mcpvisor).
-type caller struct {
-	cs     *mcp.ClientSession
-	params *mcp.CallToolParams
-}
+// caller makes one call on one side of a comparison.
+type caller func(context.Context) error
 
-func (c caller) call(ctx context.Context) error {
-	res, err := c.cs.CallTool(ctx, c.params)
-	if err == nil && res.IsError {
-		err = fmt.Errorf("tool error: %v", res.Content)
+// sessionCaller calls the echo tool by name over cs: "echo" directly,
+// "echo__echo" through mcpvisor.
+func sessionCaller(cs *mcp.ClientSession, tool string) caller {
+	params := echoParams(tool)
+	return func(ctx context.Context) error {
+		res, err := cs.CallTool(ctx, params)
+		if err == nil && res.IsError {
+			err = fmt.Errorf("tool error: %v", res.Content)
+		}
+		return err
 	}
-	return err
 }
 
 // BenchmarkCallOverhead is issue 2 item 9: a tools/call echo {"text":"x"}
@@ -61,6 +61,12 @@ func (c caller) call(ctx context.Context) error {
 // upstream is a stdio `echo`; HTTP rows call an `echo -http` process
 // directly versus `mcpvisor run` (HTTP on loopback) whose upstream is that
 // same process. The difference is therefore exactly the hop mcpvisor adds.
+//
+// The library rows split that cost: the proxied side is Host.CallTool in
+// the benchmark's own process (no downstream hop, stdio upstream), so what
+// they add over direct is mcpvisor's own per-call work — registry lookup,
+// supervision, recovery wrapper, argument encoding — without the second
+// MCP round trip that any proxy pays.
 func BenchmarkCallOverhead(b *testing.B) {
 	setups := []struct {
 		name  string
@@ -68,6 +74,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 	}{
 		{"stdio", stdioPair},
 		{"http", httpPair},
+		{"library", libraryPair},
 	}
 	for _, s := range setups {
 		for _, conc := range []int{1, overheadConcurrency} {
@@ -82,7 +89,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 // stdioPair starts echo over stdio for the direct side and `mcpvisor run
 // --stdio` (upstream: echo over stdio) for the proxied side.
 func stdioPair(b *testing.B) (direct, proxied caller) {
-	direct = caller{connect(b, &mcp.CommandTransport{Command: exec.Command(bins["echo"])}), echoParams("echo")}
+	direct = sessionCaller(connect(b, &mcp.CommandTransport{Command: exec.Command(bins["echo"])}), "echo")
 	path := writeConfig(b, fmt.Sprintf(`host {
   log_level = "warn"
 }
@@ -90,7 +97,7 @@ server "echo" {
   command = %q
 }
 `, bins["echo"]))
-	proxied = caller{mcpvisorStdio(b, path), echoParams("echo__echo")}
+	proxied = sessionCaller(mcpvisorStdio(b, path), "echo__echo")
 	return direct, proxied
 }
 
@@ -100,7 +107,7 @@ server "echo" {
 func httpPair(b *testing.B) (direct, proxied caller) {
 	up := testutil.StartServer(b, bins["echo"], "-http", "127.0.0.1:0")
 	hc := httpClient(b)
-	direct = caller{connect(b, &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc}), echoParams("echo")}
+	direct = sessionCaller(connect(b, &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc}), "echo")
 	addr := freeAddr(b)
 	path := writeConfig(b, fmt.Sprintf(`host {
   listen    = %q
@@ -111,7 +118,27 @@ server "echo" {
 }
 `, addr, up.URL))
 	mcpvisorHTTP(b, path, addr)
-	proxied = caller{connect(b, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}), echoParams("echo__echo")}
+	proxied = sessionCaller(connect(b, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}), "echo__echo")
+	return direct, proxied
+}
+
+// libraryPair starts echo over stdio for the direct side and a host (the
+// library, in this process) supervising echo over stdio for the proxied
+// side.
+func libraryPair(b *testing.B) (direct, proxied caller) {
+	direct = sessionCaller(connect(b, &mcp.CommandTransport{Command: exec.Command(bins["echo"])}), "echo")
+	h := libraryHost(b, fmt.Sprintf(`server "echo" {
+  command = %q
+}
+`, bins["echo"]))
+	args := map[string]any{"text": "x"}
+	proxied = func(ctx context.Context) error {
+		res, err := h.CallTool(ctx, "echo__echo", args)
+		if err == nil && res.IsError {
+			err = fmt.Errorf("tool error: %v", res.Content)
+		}
+		return err
+	}
 	return direct, proxied
 }
 
@@ -189,7 +216,7 @@ func runChunk(ctx context.Context, c caller, conc, n int) (time.Duration, []time
 		start := time.Now()
 		for i := range n {
 			t0 := time.Now()
-			if err := c.call(ctx); err != nil {
+			if err := c(ctx); err != nil {
 				return 0, nil, err
 			}
 			lat[i] = time.Since(t0)
@@ -211,7 +238,7 @@ func runChunk(ctx context.Context, c caller, conc, n int) (time.Duration, []time
 					return
 				}
 				t0 := time.Now()
-				if err := c.call(ctx); err != nil {
+				if err := c(ctx); err != nil {
 					errOnce.Do(func() { firstErr = err })
 					return
 				}
