@@ -76,7 +76,7 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 	case config.TransportStreamable, config.TransportSSE:
 		hc := opts.HTTPClient
 		if hc == nil {
-			hc = &http.Client{}
+			hc = &http.Client{Transport: upstreamHTTPTransport()}
 		}
 		hc = wrapClient(hc, srv.Headers)
 		return &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: hc}, nil
@@ -166,4 +166,16 @@ func wrapClient(c *http.Client, headers map[string]string) *http.Client {
 	cc := *c
 	cc.Transport = &upstreamRoundTripper{base: base, headers: headers}
 	return &cc
+}
+
+// maxIdleConnsPerUpstream keeps enough idle connections for concurrent calls
+// to one HTTP upstream; net/http's default of 2 would open a new connection
+// for most calls under load.
+const maxIdleConnsPerUpstream = 64
+
+func upstreamHTTPTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no global cap; the per-host cap bounds it
+	t.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
+	return t
 }
