@@ -217,7 +217,6 @@ type Supervisor struct {
 	failedErr   error         // what that caller saw
 	changed     chan struct{} // closed and replaced on every change
 	catalog     *Catalog
-	stopping    bool
 
 	// flightMu guards the in-flight downstream calls (downstream.go).
 	flightMu  sync.Mutex
@@ -291,12 +290,7 @@ func (s *Supervisor) Start() {
 // Stop shuts the server down: the supervisor stops, the session closes and
 // the process group is terminated. It waits until that is done or ctx ends.
 func (s *Supervisor) Stop(ctx context.Context) error {
-	s.stopOnce.Do(func() {
-		s.mu.Lock()
-		s.stopping = true
-		s.mu.Unlock()
-		close(s.stopCh)
-	})
+	s.stopOnce.Do(func() { close(s.stopCh) })
 	select {
 	case <-s.done:
 		return nil
@@ -426,6 +420,11 @@ func (s *Supervisor) run() {
 		} else {
 			healthy, deathErr := s.serve(sess, &failures)
 			s.cur.Store(nil)
+			if !s.isStopping() {
+				// Visible at once, even while a stubborn process is still
+				// being stopped.
+				s.setState(StateReconnecting, time.Time{})
+			}
 			s.closeSession(sess)
 			if s.isStopping() {
 				return
