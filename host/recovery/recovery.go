@@ -211,7 +211,7 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 var (
-	bearerRe = regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+`)
+	bearerRe = regexp.MustCompile(`(?i)bearer\s+`)
 	authRe   = regexp.MustCompile(`(?i)(authorization["']?\s*[:=]\s*["']?)[^"'\n;,}]+`)
 	queryRe  = regexp.MustCompile(`(?i)([?&](?:access_token|token|key|api_key|apikey|secret|password)=)[^&\s"']+`)
 )
@@ -220,7 +220,49 @@ var (
 // bearer tokens, Authorization values and token=/key= query values.
 func Redact(s string) string {
 	s = authRe.ReplaceAllString(s, "${1}[redacted]")
-	s = bearerRe.ReplaceAllString(s, "${1}[redacted]")
+	s = redactBearer(s)
 	s = queryRe.ReplaceAllString(s, "${1}[redacted]")
 	return s
+}
+
+// redactBearer replaces the token after every "Bearer " with [redacted].
+// Each occurrence is handled on its own, so text that merely looks like a
+// token ("Bearer xBearer secret") cannot shield the real one behind it.
+func redactBearer(s string) string {
+	matches := bearerRe.FindAllStringIndex(s, -1)
+	if len(matches) == 0 {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range matches {
+		start := m[1]
+		if start < last {
+			continue // inside a token already redacted
+		}
+		end := start
+		for end < len(s) && isTokenByte(s[end]) {
+			end++
+		}
+		if end == start {
+			continue
+		}
+		// Stop at a later "Bearer " inside this run, which gets its own turn.
+		for _, n := range matches {
+			if n[0] > start && n[0] < end {
+				end = n[0]
+				break
+			}
+		}
+		b.WriteString(s[last:start])
+		b.WriteString("[redacted]")
+		last = end
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func isTokenByte(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
+		strings.IndexByte("._~+/=-", c) >= 0
 }

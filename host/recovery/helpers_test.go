@@ -1,0 +1,5 @@
+package recovery_test
+
+import "context"
+
+func contextCanceled() error { return context.Canceled }
