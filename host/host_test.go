@@ -28,28 +28,7 @@ import (
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcpvisor-host-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err = testutil.BuildExamples(dir, "echo", "notes")
-	if err == nil {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "mcpvisor"), ".")
-		cmd.Dir = testutil.RepoRoot()
-		if out, berr := cmd.CombinedOutput(); berr != nil {
-			err = fmt.Errorf("building mcpvisor: %v\n%s", berr, out)
-		}
-		bins["mcpvisor"] = filepath.Join(dir, "mcpvisor")
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := testutil.RunWithLeakCheck(m)
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "notes", testutil.Mcpvisor))
 }
 
 func logger(t *testing.T) hclog.Logger {

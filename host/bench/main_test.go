@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -45,28 +44,7 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "mcpvisor-bench")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err = testutil.BuildExamples(dir, "echo")
-	if err == nil {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "mcpvisor"), ".")
-		cmd.Dir = testutil.RepoRoot()
-		if out, berr := cmd.CombinedOutput(); berr != nil {
-			err = fmt.Errorf("building mcpvisor: %v\n%s", berr, out)
-		}
-		bins["mcpvisor"] = filepath.Join(dir, "mcpvisor")
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := testutil.RunWithLeakCheck(m)
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", testutil.Mcpvisor))
 }
 
 // echoParams is the call every row makes: the smallest tool call there is,

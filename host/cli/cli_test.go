@@ -15,21 +15,7 @@ import (
 var echoBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcpvisor-cli-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err := testutil.BuildExamples(dir, "echo")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	echoBin = bins["echo"]
-	code := testutil.RunWithLeakCheck(m)
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { echoBin = b["echo"] }, "echo"))
 }
 
 func run(args ...string) (code int, stdout, stderr string) {

@@ -34,21 +34,9 @@ import (
 var echoBin, notesBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcpvisor-upstream-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bins, err := testutil.BuildExamples(dir, "echo", "notes")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	echoBin, notesBin = bins["echo"], bins["notes"]
-	code := testutil.RunWithLeakCheck(m)
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) {
+		echoBin, notesBin = b["echo"], b["notes"]
+	}, "echo", "notes"))
 }
 
 // stdioServer is a server block running the echo example over stdio, with

@@ -256,3 +256,46 @@ func RunWithLeakCheck(m *testing.M) int {
 	}
 	return code
 }
+
+// Mcpvisor is the key under which BuildAndRun puts the mcpvisor binary.
+const Mcpvisor = "mcpvisor"
+
+// BuildAndRun is a TestMain body: it builds the named example servers (and
+// the mcpvisor binary itself when a name is Mcpvisor) into a temporary
+// directory, hands their paths to use, runs the tests with a goroutine
+// leak check, removes the directory and returns the exit code.
+func BuildAndRun(m *testing.M, use func(bins map[string]string), names ...string) int {
+	dir, err := os.MkdirTemp("", "mcpvisor-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	var examples []string
+	withHost := false
+	for _, n := range names {
+		if n == Mcpvisor {
+			withHost = true
+		} else {
+			examples = append(examples, n)
+		}
+	}
+	bins := map[string]string{}
+	if len(examples) > 0 {
+		if bins, err = BuildExamples(dir, examples...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if withHost {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, Mcpvisor), ".")
+		cmd.Dir = RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building mcpvisor: %v\n%s", err, out)
+			return 1
+		}
+		bins[Mcpvisor] = filepath.Join(dir, Mcpvisor)
+	}
+	use(bins)
+	return RunWithLeakCheck(m)
+}
