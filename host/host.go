@@ -338,6 +338,16 @@ func (b backend) CallTool(ctx context.Context, server, tool string, p *mcp.CallT
 	return b.h.backendCall(down(ctx), server, p)
 }
 
+// CallToolRaw forwards a tools/call without decoding it (the gateway's
+// stdio fast path).
+func (b backend) CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage) (json.RawMessage, error) {
+	s, err := b.h.sup(server)
+	if err != nil {
+		return nil, err
+	}
+	return s.CallToolRaw(down(ctx), tool, params)
+}
+
 func (b backend) ReadResource(ctx context.Context, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	s, err := b.h.sup(server)
 	if err != nil {

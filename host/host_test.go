@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host"
@@ -592,4 +593,81 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// A client on the session-based protocol over a stdio-like connection gets
+// tools/call through the raw fast path; what it sees must be what the SDK
+// path gives: every content type, structuredContent, isError, _meta, the
+// upstream's JSON-RPC error with code and data, crash handling, and cancel.
+func TestFastPathFidelity(t *testing.T) {
+	src := fmt.Sprintf(`server "echo" {
+  command = %q
+}
+`, bins["echo"])
+	h, cs := startHostWithClient(t, src, nil, nil, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	before := h.Gateway().FastCalls()
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__add", Arguments: map[string]any{"a": 1, "b": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := res.StructuredContent.(map[string]any); !ok || m["sum"] != float64(3) {
+		t.Errorf("structuredContent %#v", res.StructuredContent)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__image"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Content) != 4 || res.Meta == nil {
+		t.Errorf("image: %d contents, _meta %v; want 4 and _meta kept", len(res.Content), res.Meta)
+	}
+	for _, c := range res.Content {
+		if _, ok := c.(*mcp.ImageContent); ok {
+			if c.(*mcp.ImageContent).Meta == nil {
+				t.Error("content _meta dropped")
+			}
+		}
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__fail", Arguments: map[string]any{"message": "nope"}})
+	if err != nil || !res.IsError || textOf(t, res.Content[0]) != "nope" {
+		t.Errorf("fail: %v %+v", err, res)
+	}
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__jsonrpc_error"})
+	var wire *jsonrpc.Error
+	if !errors.As(err, &wire) || wire.Code != -32042 || wire.Message != "custom failure" || !strings.Contains(string(wire.Data), "requested by jsonrpc_error") {
+		t.Errorf("jsonrpc_error: %#v", err)
+	}
+
+	// A canceled call returns at once and leaves the server usable.
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "echo__sleep", Arguments: map[string]any{"ms": 60000}})
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	ccancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled call: %v", err)
+	}
+
+	// A crash mid-call: outcome unknown, not replayed; then the respawned
+	// server answers.
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__crash"})
+	if err == nil || !strings.Contains(err.Error(), "outcome is unknown") {
+		t.Errorf("crash: %v", err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "after"}})
+	if err != nil || textOf(t, res.Content[0]) != "after" {
+		t.Fatalf("after crash: %v", err)
+	}
+	// Unknown tools still get the SDK's answer.
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__nope"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+		t.Errorf("unknown tool: %v", err)
+	}
+	if n := h.Gateway().FastCalls() - before; n < 7 {
+		t.Errorf("%d calls took the fast path, want every known-tool call (7)", n)
+	}
 }

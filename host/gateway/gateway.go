@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -91,6 +92,8 @@ type Gateway struct {
 	// any downstream session wants it.
 	subMu sync.Mutex
 	subs  map[string]map[*mcp.ServerSession]bool
+
+	fastCalls atomic.Uint64 // tools/call requests served by the fast path
 }
 
 // unsubscribeTimeout bounds the upstream unsubscribe made on behalf of a
@@ -145,9 +148,28 @@ func (g *Gateway) ServeStdio(ctx context.Context) error {
 }
 
 // ServeTransport serves one client over t until ctx is done or the client
-// goes away.
+// goes away. With a RawBackend, tools/call takes the fast path (fast.go).
 func (g *Gateway) ServeTransport(ctx context.Context, t mcp.Transport) error {
-	return g.server.Run(ctx, t)
+	rb, ok := g.backend.(RawBackend)
+	if !ok || g.registry == nil {
+		return g.server.Run(ctx, t)
+	}
+	ft := &fastTransport{Transport: t, g: g, rb: rb}
+	ss, err := g.server.Connect(ctx, ft, nil)
+	if err != nil {
+		return err
+	}
+	ft.ss.Store(ss)
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		ss.Close()
+		<-done
+		return ctx.Err()
+	case err := <-done:
+		return err
+	}
 }
 
 // NotifyResourceUpdated tells every downstream session subscribed to uri

@@ -30,7 +30,8 @@ func (s *Supervisor) CallTool(ctx context.Context, params *mcp.CallToolParamsRaw
 		meta = maps.Clone(meta)
 		meta["progressToken"] = upTok
 	}
-	err := s.do(ctx, "tools/call", ro != nil && (*ro)[params.Name], func(ctx context.Context, cs *mcp.ClientSession) error {
+	err := s.do(ctx, "tools/call", ro != nil && (*ro)[params.Name], func(ctx context.Context, sess *session) error {
+		cs := sess.cs
 		var err error
 		res, err = cs.CallTool(ctx, &mcp.CallToolParams{
 			Meta:           meta,
@@ -47,7 +48,8 @@ func (s *Supervisor) CallTool(ctx context.Context, params *mcp.CallToolParamsRaw
 // ReadResource reads a resource. Reads are replayable.
 func (s *Supervisor) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	var res *mcp.ReadResourceResult
-	err := s.do(ctx, "resources/read", true, func(ctx context.Context, cs *mcp.ClientSession) error {
+	err := s.do(ctx, "resources/read", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
 		var err error
 		res, err = cs.ReadResource(ctx, params)
 		return err
@@ -58,7 +60,8 @@ func (s *Supervisor) ReadResource(ctx context.Context, params *mcp.ReadResourceP
 // ListResources lists the upstream's resources (one page).
 func (s *Supervisor) ListResources(ctx context.Context, params *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
 	var res *mcp.ListResourcesResult
-	err := s.do(ctx, "resources/list", true, func(ctx context.Context, cs *mcp.ClientSession) error {
+	err := s.do(ctx, "resources/list", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
 		var err error
 		res, err = cs.ListResources(ctx, params)
 		return err
@@ -69,7 +72,8 @@ func (s *Supervisor) ListResources(ctx context.Context, params *mcp.ListResource
 // ListResourceTemplates lists the upstream's resource templates (one page).
 func (s *Supervisor) ListResourceTemplates(ctx context.Context, params *mcp.ListResourceTemplatesParams) (*mcp.ListResourceTemplatesResult, error) {
 	var res *mcp.ListResourceTemplatesResult
-	err := s.do(ctx, "resources/templates/list", true, func(ctx context.Context, cs *mcp.ClientSession) error {
+	err := s.do(ctx, "resources/templates/list", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
 		var err error
 		res, err = cs.ListResourceTemplates(ctx, params)
 		return err
@@ -80,7 +84,8 @@ func (s *Supervisor) ListResourceTemplates(ctx context.Context, params *mcp.List
 // ListPrompts lists the upstream's prompts (one page).
 func (s *Supervisor) ListPrompts(ctx context.Context, params *mcp.ListPromptsParams) (*mcp.ListPromptsResult, error) {
 	var res *mcp.ListPromptsResult
-	err := s.do(ctx, "prompts/list", true, func(ctx context.Context, cs *mcp.ClientSession) error {
+	err := s.do(ctx, "prompts/list", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
 		var err error
 		res, err = cs.ListPrompts(ctx, params)
 		return err
@@ -91,7 +96,8 @@ func (s *Supervisor) ListPrompts(ctx context.Context, params *mcp.ListPromptsPar
 // ListTools lists the upstream's tools (one page).
 func (s *Supervisor) ListTools(ctx context.Context, params *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
 	var res *mcp.ListToolsResult
-	err := s.do(ctx, "tools/list", true, func(ctx context.Context, cs *mcp.ClientSession) error {
+	err := s.do(ctx, "tools/list", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
 		var err error
 		res, err = cs.ListTools(ctx, params)
 		return err
@@ -102,7 +108,8 @@ func (s *Supervisor) ListTools(ctx context.Context, params *mcp.ListToolsParams)
 // GetPrompt gets a prompt by its original name. Prompt gets are replayable.
 func (s *Supervisor) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
 	var res *mcp.GetPromptResult
-	err := s.do(ctx, "prompts/get", true, func(ctx context.Context, cs *mcp.ClientSession) error {
+	err := s.do(ctx, "prompts/get", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
 		var err error
 		res, err = cs.GetPrompt(ctx, params)
 		return err
@@ -113,7 +120,8 @@ func (s *Supervisor) GetPrompt(ctx context.Context, params *mcp.GetPromptParams)
 // Complete asks the upstream for argument completions.
 func (s *Supervisor) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
 	var res *mcp.CompleteResult
-	err := s.do(ctx, "completion/complete", true, func(ctx context.Context, cs *mcp.ClientSession) error {
+	err := s.do(ctx, "completion/complete", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
 		var err error
 		res, err = cs.Complete(ctx, params)
 		return err
@@ -123,14 +131,16 @@ func (s *Supervisor) Complete(ctx context.Context, params *mcp.CompleteParams) (
 
 // Subscribe subscribes to updates of a resource.
 func (s *Supervisor) Subscribe(ctx context.Context, params *mcp.SubscribeParams) error {
-	return s.do(ctx, "resources/subscribe", true, func(ctx context.Context, cs *mcp.ClientSession) error {
+	return s.do(ctx, "resources/subscribe", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
 		return cs.Subscribe(ctx, params)
 	})
 }
 
 // Unsubscribe ends a resource subscription.
 func (s *Supervisor) Unsubscribe(ctx context.Context, params *mcp.UnsubscribeParams) error {
-	return s.do(ctx, "resources/unsubscribe", true, func(ctx context.Context, cs *mcp.ClientSession) error {
+	return s.do(ctx, "resources/unsubscribe", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
 		return cs.Unsubscribe(ctx, params)
 	})
 }
@@ -140,7 +150,7 @@ func (s *Supervisor) Unsubscribe(ctx context.Context, params *mcp.UnsubscribePar
 // canceled → return; auth and session gone → new session, retry once;
 // process died → new session, retry only when replayable; timeout and
 // transport → breaker strike; application → pass through unchanged.
-func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func(context.Context, *mcp.ClientSession) error) error {
+func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func(context.Context, *session) error) error {
 	ctx, _, _, release := s.track(ctx, nil)
 	defer release()
 	if s.cfg.Timeout > 0 {
@@ -159,7 +169,7 @@ func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func
 		return err
 	}
 
-	err = fn(ctx, sess.cs)
+	err = fn(ctx, sess)
 	class := s.classify(ctx, sess, err)
 	switch class {
 	case recovery.None, recovery.Application:
@@ -206,7 +216,7 @@ func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func
 		return s.recoveryFailed(op, class, err, werr)
 	}
 	s.logger.Debug("retrying on a new session", "op", op, "class", class, "generation", next.gen)
-	err2 := fn(ctx, next.cs)
+	err2 := fn(ctx, next)
 	class2 := s.classify(ctx, next, err2)
 	switch class2 {
 	case recovery.None, recovery.Application:

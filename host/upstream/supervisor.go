@@ -167,6 +167,9 @@ type session struct {
 	gen  uint64
 	cs   *mcp.ClientSession
 	link transport.Link
+	// tap is the tapped connection of a process-backed session (nil for
+	// HTTP); it carries the raw tools/call fast path (fast.go).
+	tap *tapConn
 	// dead is closed by the session's monitor when the link or the session
 	// ends; err then says why.
 	dead chan struct{}
@@ -568,7 +571,7 @@ func (s *Supervisor) connect() (*session, error) {
 		version = DefaultProtocolVersion
 	}
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: version}
-	cs, err := s.connectSession(ctx, link, opts)
+	cs, tap, err := s.connectSession(ctx, link, opts)
 	if err != nil {
 		// Read why before closing: closing makes a live process exit too.
 		linkErr, timedOut := link.Err(), errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -593,7 +596,7 @@ func (s *Supervisor) connect() (*session, error) {
 	s.gen++
 	gen := s.gen
 	s.mu.Unlock()
-	sess := &session{gen: gen, cs: cs, link: link, dead: make(chan struct{})}
+	sess := &session{gen: gen, cs: cs, link: link, tap: tap, dead: make(chan struct{})}
 	go s.monitor(sess)
 
 	cat, err := s.list(ctx, cs)
@@ -619,7 +622,7 @@ func (s *Supervisor) connect() (*session, error) {
 
 // connectSession runs the initialize handshake, giving up at once if the
 // link dies underneath it (a process that exits during startup).
-func (s *Supervisor) connectSession(ctx context.Context, link transport.Link, opts *mcp.ClientSessionOptions) (*mcp.ClientSession, error) {
+func (s *Supervisor) connectSession(ctx context.Context, link transport.Link, opts *mcp.ClientSessionOptions) (*mcp.ClientSession, *tapConn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -630,10 +633,12 @@ func (s *Supervisor) connectSession(ctx context.Context, link transport.Link, op
 		}
 	}()
 	t := link.Transport()
+	var holder tapHolder
 	if _, ok := link.(interface{ Pid() int }); ok {
-		t = tapTransport{Transport: t, s: s}
+		t = tapTransport{Transport: t, s: s, holder: &holder}
 	}
-	return s.client.Connect(ctx, t, opts)
+	cs, err := s.client.Connect(ctx, t, opts)
+	return cs, holder.conn, err
 }
 
 // monitor closes sess.dead when the link dies or the session ends. For a

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,20 +24,34 @@ import (
 // the result.
 type tapTransport struct {
 	mcp.Transport
-	s *Supervisor
+	s      *Supervisor
+	holder *tapHolder
 }
+
+// tapHolder hands the tapped connection back to the supervisor.
+type tapHolder struct{ conn *tapConn }
 
 func (t tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &tapConn{Connection: c, s: t.s}, nil
+	tc := &tapConn{Connection: c, s: t.s, pending: map[string]chan *jsonrpc.Response{}}
+	if t.holder != nil {
+		t.holder.conn = tc
+	}
+	return tc, nil
 }
 
 type tapConn struct {
 	mcp.Connection
 	s *Supervisor
+
+	// Raw calls of the fast path (fast.go), by their request id.
+	mu      sync.Mutex
+	seq     uint64
+	pending map[string]chan *jsonrpc.Response
+	readErr error // set once Read has failed; no raw call can complete after
 }
 
 const (
@@ -48,7 +63,11 @@ func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
 		if err != nil {
+			c.failPending(err)
 			return msg, err
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok && c.deliver(resp) {
+			continue
 		}
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || req.IsCall() {

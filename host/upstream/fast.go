@@ -1,0 +1,140 @@
+package upstream
+
+/*
+Design note: the raw tools/call fast path.
+
+Through the go-sdk, a proxied call is decoded and re-encoded on both hops,
+and the SDK's JSON decoder allocates a large buffer for every message. For
+tools/call — the hot path — on a process-backed upstream, mcpvisor instead
+sends the downstream's raw params on the same connection the SDK client
+uses, with request ids of its own ("mcpvisor-fast-N", which the SDK's
+integer ids never collide with), and takes the raw result back from the
+tapped Read before the SDK sees it. The call still goes through do(): the
+breaker, waiting for a session, classification, session-gone and
+process-death handling are the same as for every other operation.
+*/
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const fastIDPrefix = "mcpvisor-fast-"
+
+// errTapClosed is wrapped by errors for raw calls whose connection ended.
+var errTapClosed = errors.New("connection closed")
+
+// call sends one raw request and waits for its raw result.
+func (c *tapConn) call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	c.mu.Lock()
+	if c.readErr != nil {
+		err := c.readErr
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", mcp.ErrConnectionClosed, err)
+	}
+	c.seq++
+	key := fastIDPrefix + strconv.FormatUint(c.seq, 10)
+	ch := make(chan *jsonrpc.Response, 1)
+	c.pending[key] = ch
+	c.mu.Unlock()
+	release := func() {
+		c.mu.Lock()
+		delete(c.pending, key)
+		c.mu.Unlock()
+	}
+
+	id, _ := jsonrpc.MakeID(key)
+	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: params}); err != nil {
+		release()
+		return nil, fmt.Errorf("%w: calling %q: %w", mcp.ErrConnectionClosed, method, err)
+	}
+	select {
+	case resp := <-ch:
+		if resp.Error != nil {
+			var wire *jsonrpc.Error
+			if errors.As(resp.Error, &wire) {
+				return nil, wire
+			}
+			return nil, resp.Error
+		}
+		return resp.Result, nil
+	case <-ctx.Done():
+		release()
+		// Tell the upstream, as the SDK does for its own calls; off the
+		// caller's path so a stuck peer cannot delay the return.
+		go func() {
+			p, _ := json.Marshal(&mcp.CancelledParams{RequestID: key, Reason: ctx.Err().Error()})
+			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
+			defer cancel()
+			c.Connection.Write(nctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: p})
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// deliver hands a response to its raw call; false if it is not one.
+func (c *tapConn) deliver(resp *jsonrpc.Response) bool {
+	key, ok := resp.ID.Raw().(string)
+	if !ok || !strings.HasPrefix(key, fastIDPrefix) {
+		return false
+	}
+	c.mu.Lock()
+	ch := c.pending[key]
+	delete(c.pending, key)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- resp
+	}
+	return true
+}
+
+// failPending ends every raw call waiting on a connection that is gone.
+func (c *tapConn) failPending(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readErr == nil {
+		c.readErr = fmt.Errorf("%w: %w", errTapClosed, err)
+	}
+	for key, ch := range c.pending {
+		delete(c.pending, key)
+		ch <- &jsonrpc.Response{Error: fmt.Errorf("%w: %w", mcp.ErrConnectionClosed, err)}
+	}
+}
+
+// CallToolRaw calls a tool with the downstream's raw params (already naming
+// the original tool) and returns the upstream's raw result. On a process
+// upstream speaking a session-based protocol the bytes pass through
+// untouched; otherwise the call takes the SDK path and the result is
+// encoded. Recovery is the same as CallTool's.
+func (s *Supervisor) CallToolRaw(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
+	ro := s.readOnly.Load()
+	var out json.RawMessage
+	err := s.do(ctx, "tools/call", ro != nil && (*ro)[name], func(ctx context.Context, sess *session) error {
+		if sess.tap != nil && sess.cs.InitializeResult() != nil && sess.cs.InitializeResult().ProtocolVersion < "2026-07-28" {
+			var err error
+			out, err = sess.tap.call(ctx, "tools/call", params)
+			return err
+		}
+		var p mcp.CallToolParamsRaw
+		if err := json.Unmarshal(params, &p); err != nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		}
+		res, err := sess.cs.CallTool(ctx, &mcp.CallToolParams{
+			Meta: p.Meta, Name: p.Name, Arguments: rawArgs(p.Arguments),
+			InputResponses: p.InputResponses, RequestState: p.RequestState,
+		})
+		if err != nil {
+			return err
+		}
+		out, err = json.Marshal(res)
+		return err
+	})
+	return out, err
+}
