@@ -167,6 +167,11 @@ func runCmd(args []string, stdio IO) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Taken before anything is served: SIGHUP's default action would kill
+	// the process if a reload request arrived before the handler existed.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	h, err := host.New(cfg, host.WithLogger(logger))
 	if err != nil {
@@ -220,10 +225,6 @@ func runCmd(args []string, stdio IO) int {
 		}()
 		logger.Info("serving MCP over stdio")
 	}
-
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 
 	code := ExitOK
 wait:
