@@ -180,7 +180,7 @@ func (p *Process) Pid() int { return p.pgid }
 
 // Transport returns the JSON-RPC transport over the process's stdio.
 func (p *Process) Transport() mcp.Transport {
-	return &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}
+	return &lineTransport{r: p.stdout, w: p.stdin}
 }
 
 // Done is closed when the direct child has exited.

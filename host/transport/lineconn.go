@@ -1,0 +1,203 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxLineLength bounds one JSON-RPC message from a server (the SDK's
+// default, 16 MiB); a longer line ends the connection.
+const maxLineLength = mcp.DefaultMaxLineLength
+
+// lineTransport speaks newline-delimited JSON-RPC over a server process's
+// pipes. It replaces the SDK's IOTransport on mcpvisor's own pipes because
+// that one decodes every line with a decoder that allocates tens of
+// kilobytes and hands each line to Read through a goroutine of its own; on
+// the per-call path both cost more than the proxying. The pipes come from
+// os.Pipe, so closing them unblocks a pending Read.
+type lineTransport struct {
+	r io.ReadCloser
+	w io.WriteCloser
+}
+
+func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
+	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w}, nil
+}
+
+type lineConn struct {
+	r     *bufio.Reader
+	rc    io.Closer
+	queue []jsonrpc.Message // the rest of a batch
+
+	wmu sync.Mutex
+	w   io.WriteCloser
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func (c *lineConn) SessionID() string { return "" }
+
+func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for len(c.queue) == 0 {
+		line, err := c.readLine()
+		if err != nil {
+			return nil, err
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] == '[' {
+			var batch []json.RawMessage
+			if err := json.Unmarshal(line, &batch); err != nil {
+				return nil, fmt.Errorf("unmarshaling jsonrpc batch: %w", err)
+			}
+			for _, raw := range batch {
+				msg, err := decodeMessage(raw)
+				if err != nil {
+					return nil, err
+				}
+				c.queue = append(c.queue, msg)
+			}
+			continue
+		}
+		return decodeMessage(line)
+	}
+	msg := c.queue[0]
+	c.queue = c.queue[1:]
+	return msg, nil
+}
+
+// readLine returns the next line without its newline, up to maxLineLength.
+func (c *lineConn) readLine() ([]byte, error) {
+	line, err := c.r.ReadSlice('\n')
+	if err == nil {
+		return line, nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		if len(line) > 0 && errors.Is(err, io.EOF) {
+			return line, nil
+		}
+		return nil, err
+	}
+	buf := append([]byte(nil), line...)
+	for {
+		line, err = c.r.ReadSlice('\n')
+		buf = append(buf, line...)
+		if len(buf) > maxLineLength {
+			return nil, fmt.Errorf("message longer than %d bytes", maxLineLength)
+		}
+		switch {
+		case err == nil:
+			return buf, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(buf) > 0:
+			return buf, nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err = c.w.Write(data)
+	return err
+}
+
+func (c *lineConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closeErr = errors.Join(c.rc.Close(), c.w.Close())
+	})
+	return c.closeErr
+}
+
+// decodeMessage decodes one message exactly as jsonrpc.DecodeMessage does
+// (keys matched case-sensitively, trailing data after the object ignored),
+// but keeps params and result raw and allocates a fraction as much: the
+// SDK decodes them into typed values where it needs them, and the raw
+// tools/call path never does.
+func decodeMessage(data []byte) (jsonrpc.Message, error) {
+	var m map[string]json.RawMessage
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
+		return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
+	}
+	var version string
+	if v, ok := m["jsonrpc"]; ok {
+		if err := json.Unmarshal(v, &version); err != nil {
+			return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
+		}
+	}
+	if version != "2.0" {
+		return nil, fmt.Errorf("invalid message version tag %q; expected %q", version, "2.0")
+	}
+	var rawID any
+	if v, ok := m["id"]; ok {
+		if err := json.Unmarshal(v, &rawID); err != nil {
+			return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
+		}
+	}
+	id, err := jsonrpc.MakeID(rawID)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := m["method"]; ok {
+		var method string
+		if err := json.Unmarshal(v, &method); err != nil {
+			return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
+		}
+		return &jsonrpc.Request{Method: method, ID: id, Params: m["params"]}, nil
+	}
+	if !id.IsValid() {
+		return nil, errors.New("invalid request: a response without an id")
+	}
+	resp := &jsonrpc.Response{ID: id, Result: m["result"]}
+	if v, ok := m["error"]; ok && string(v) != "null" {
+		werr, err := decodeError(v)
+		if err != nil {
+			return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
+		}
+		resp.Error = werr
+	}
+	return resp, nil
+}
+
+// decodeError decodes an error object with case-sensitive keys.
+func decodeError(raw json.RawMessage) (*jsonrpc.Error, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	var e jsonrpc.Error
+	if v, ok := m["code"]; ok {
+		if err := json.Unmarshal(v, &e.Code); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := m["message"]; ok {
+		if err := json.Unmarshal(v, &e.Message); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := m["data"]; ok && string(v) != "null" {
+		e.Data = v
+	}
+	return &e, nil
+}

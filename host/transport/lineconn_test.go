@@ -1,0 +1,90 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// decodeMessage must agree with the SDK's own decoder on every input the
+// SDK accepts, so swapping the transport changes nothing but the cost.
+func FuzzDecodeMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":"mcpvisor-fast-1","result":{"content":[]}}`,
+		`{"jsonrpc":"2.0","id":7,"error":{"code":-32042,"message":"custom","data":{"a":1}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`,
+		`{"jsonrpc":"2.0","method":""}`,
+		`{"jsonrpc":"1.0","id":1,"result":{}}`,
+		`{"jsonrpc":"2.0","result":{}}`,
+		`{"jsonrpc":"2.0","id":[1],"result":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, werr := jsonrpc.DecodeMessage(data)
+		got, gerr := decodeMessage(data)
+		if werr != nil {
+			return // the SDK rejects it; we may be more lenient, never stricter
+		}
+		if gerr != nil {
+			t.Fatalf("SDK accepts %q, decodeMessage says %v", data, gerr)
+		}
+		wb, _ := jsonrpc.EncodeMessage(want)
+		gb, _ := jsonrpc.EncodeMessage(got)
+		if !bytes.Equal(compact(t, wb), compact(t, gb)) {
+			t.Fatalf("decoded differently:\n sdk  %s\n ours %s", wb, gb)
+		}
+		if reflect.TypeOf(want) != reflect.TypeOf(got) {
+			t.Fatalf("message type %T, SDK %T", got, want)
+		}
+	})
+}
+
+func compact(t *testing.T, b []byte) []byte {
+	var out bytes.Buffer
+	if err := jsonCompact(&out, b); err != nil {
+		return b
+	}
+	return out.Bytes()
+}
+
+func TestLineConnReadsBatchesLongLinesAndStopsOnClose(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sink, _ := os.Pipe()
+	conn, _ := (&lineTransport{r: r, w: sink}).Connect(context.Background())
+	long := `{"jsonrpc":"2.0","id":3,"result":{"text":"` + strings.Repeat("x", 200<<10) + `"}}`
+	go func() {
+		io.WriteString(w, "\n"+`[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","method":"notifications/message","params":{}}]`+"\n")
+		io.WriteString(w, long+"\n")
+	}()
+	ctx := context.Background()
+	for i, wantResponse := range []bool{true, false, true} {
+		msg, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if _, isResponse := msg.(*jsonrpc.Response); isResponse != wantResponse {
+			t.Fatalf("message %d is %T", i, msg)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { _, err := conn.Read(ctx); done <- err }()
+	conn.Close()
+	if err := <-done; err == nil {
+		t.Fatal("Read returned no error after Close")
+	}
+	w.Close()
+}
+
+func jsonCompact(dst *bytes.Buffer, src []byte) error { return json.Compact(dst, src) }
