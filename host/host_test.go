@@ -32,7 +32,14 @@ func TestMain(m *testing.M) {
 	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "notes", testutil.Mcpvisor))
 }
 
+// testLogOutput, when set, receives the host's logs (server stderr lines
+// included) of the hosts a test starts.
+var testLogOutput io.Writer
+
 func logger(t *testing.T) hclog.Logger {
+	if testLogOutput != nil {
+		return hclog.New(&hclog.LoggerOptions{Output: testLogOutput, Level: hclog.Info})
+	}
 	if testing.Verbose() {
 		return hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Debug})
 	}
@@ -604,6 +611,9 @@ func TestFastPathFidelity(t *testing.T) {
   command = %q
 }
 `, bins["echo"])
+	logs := &lockedBuffer{}
+	testLogOutput = logs
+	defer func() { testLogOutput = nil }()
 	h, cs := startHostWithClient(t, src, nil, nil, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -640,7 +650,9 @@ func TestFastPathFidelity(t *testing.T) {
 		t.Errorf("jsonrpc_error: %#v", err)
 	}
 
-	// A canceled call returns at once and leaves the server usable.
+	// A canceled call returns at once, the cancellation reaches the
+	// upstream (its sleep says so on stderr, which the host logs), and the
+	// server stays usable.
 	cctx, ccancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -652,6 +664,9 @@ func TestFastPathFidelity(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled call: %v", err)
 	}
+	testutil.Eventually(t, 30*time.Second, "the upstream to see the cancellation", func() bool {
+		return strings.Contains(logs.String(), "sleep canceled")
+	})
 
 	// A crash mid-call: outcome unknown, not replayed; then the respawned
 	// server answers.

@@ -171,7 +171,7 @@ func (c *fastConn) cancel(raw json.RawMessage) {
 	if json.Unmarshal(raw, &p) != nil || p.RequestID == nil {
 		return
 	}
-	id, err := jsonrpc.MakeID(normaliseID(p.RequestID))
+	id, err := jsonrpc.MakeID(p.RequestID)
 	if err != nil {
 		return
 	}
@@ -198,15 +198,6 @@ func (c *fastConn) Close() error {
 func idKey(id jsonrpc.ID) string {
 	b, _ := json.Marshal(id.Raw())
 	return string(b)
-}
-
-// normaliseID turns a JSON number decoded as float64 into an int64, as
-// jsonrpc.MakeID expects.
-func normaliseID(v any) any {
-	if f, ok := v.(float64); ok && f == float64(int64(f)) {
-		return int64(f)
-	}
-	return v
 }
 
 // FastCalls is how many tools/call requests took the raw fast path.

@@ -206,6 +206,8 @@ func sleep(ctx context.Context, _ *mcp.CallToolRequest, in sleepInput) (*mcp.Cal
 	case <-t.C:
 		return &mcp.CallToolResult{Content: text(fmt.Sprintf("slept %dms", in.Ms))}, nil, nil
 	case <-ctx.Done():
+		// A line a host's test can wait for: the cancellation reached us.
+		fmt.Fprintf(os.Stderr, "sleep canceled: %v\n", ctx.Err())
 		return nil, nil, ctx.Err()
 	}
 }
