@@ -686,3 +686,34 @@ func TestFastPathFidelity(t *testing.T) {
 		t.Errorf("%d calls took the fast path, want every known-tool call (7)", n)
 	}
 }
+
+// On the SDK path too (a client on 2026-07-28), a downstream cancel
+// reaches the upstream.
+func TestCancelReachesUpstream(t *testing.T) {
+	src := fmt.Sprintf(`server "echo" {
+  command = %q
+}
+`, bins["echo"])
+	logs := &lockedBuffer{}
+	testLogOutput = logs
+	defer func() { testLogOutput = nil }()
+	h, cs := startHost(t, src, nil)
+	before := h.Gateway().FastCalls()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__sleep", Arguments: map[string]any{"ms": 60000}})
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled call: %v", err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the upstream to see the cancellation", func() bool {
+		return strings.Contains(logs.String(), "sleep canceled")
+	})
+	if h.Gateway().FastCalls() != before {
+		t.Error("a 2026-07-28 client's call took the fast path")
+	}
+}
