@@ -653,20 +653,7 @@ func TestFastPathFidelity(t *testing.T) {
 	// A canceled call returns at once, the cancellation reaches the
 	// upstream (its sleep says so on stderr, which the host logs), and the
 	// server stays usable.
-	cctx, ccancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "echo__sleep", Arguments: map[string]any{"ms": 60000}})
-		done <- err
-	}()
-	time.Sleep(100 * time.Millisecond)
-	ccancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("canceled call: %v", err)
-	}
-	testutil.Eventually(t, 30*time.Second, "the upstream to see the cancellation", func() bool {
-		return strings.Contains(logs.String(), "sleep canceled")
-	})
+	cancelSleep(t, cs, logs)
 
 	// A crash mid-call: outcome unknown, not replayed; then the respawned
 	// server answers.
@@ -699,6 +686,17 @@ func TestCancelReachesUpstream(t *testing.T) {
 	defer func() { testLogOutput = nil }()
 	h, cs := startHost(t, src, nil)
 	before := h.Gateway().FastCalls()
+	cancelSleep(t, cs, logs)
+	if h.Gateway().FastCalls() != before {
+		t.Error("a 2026-07-28 client's call took the fast path")
+	}
+}
+
+// cancelSleep starts a long echo__sleep, cancels it once in flight, checks
+// the caller gets the cancellation, and waits until the upstream reports on
+// stderr (captured in logs) that the cancellation reached it.
+func cancelSleep(t *testing.T, cs *mcp.ClientSession, logs *lockedBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -713,7 +711,4 @@ func TestCancelReachesUpstream(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, "the upstream to see the cancellation", func() bool {
 		return strings.Contains(logs.String(), "sleep canceled")
 	})
-	if h.Gateway().FastCalls() != before {
-		t.Error("a 2026-07-28 client's call took the fast path")
-	}
 }
