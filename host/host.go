@@ -310,11 +310,6 @@ func (h *Host) sup(name string) (*upstream.Supervisor, error) {
 	return s, nil
 }
 
-// ServerNames returns the server block names in config order.
-func (h *Host) ServerNames() []string {
-	return append([]string(nil), h.servers.Load().order...)
-}
-
 // gatewaySink forwards registry changes to the gateway once it exists. No
 // change can arrive before then: supervisors start only in Start.
 type gatewaySink struct{ g *gateway.Gateway }

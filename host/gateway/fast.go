@@ -62,11 +62,6 @@ type fastConn struct {
 	wg       sync.WaitGroup
 }
 
-type fastParams struct {
-	Name string                     `json:"name"`
-	Meta map[string]json.RawMessage `json:"_meta,omitempty"`
-}
-
 type cancelParams struct {
 	RequestID any `json:"requestId"`
 }
@@ -102,23 +97,31 @@ func (c *fastConn) take(ctx context.Context, req *jsonrpc.Request) bool {
 	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion >= statelessProtocolVersion {
 		return false
 	}
-	var p fastParams
-	if json.Unmarshal(req.Params, &p) != nil {
+	// One decode of the top level: the name to route by, whether a
+	// progress token needs the SDK path, and the fields to pass on.
+	var m map[string]json.RawMessage
+	if json.Unmarshal(req.Params, &m) != nil {
 		return false
 	}
-	if _, ok := p.Meta["progressToken"]; ok {
+	var name string
+	if json.Unmarshal(m["name"], &name) != nil {
 		return false
 	}
-	e, ok := c.t.g.registry.LookupTool(p.Name)
+	if meta, ok := m["_meta"]; ok {
+		var mm map[string]json.RawMessage
+		if json.Unmarshal(meta, &mm) != nil {
+			return false
+		}
+		if _, ok := mm["progressToken"]; ok {
+			return false
+		}
+	}
+	e, ok := c.t.g.registry.LookupTool(name)
 	if !ok {
 		return false
 	}
 	params := req.Params
-	if e.Original != p.Name {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(req.Params, &m) != nil {
-			return false
-		}
+	if e.Original != name {
 		m["name"], _ = json.Marshal(e.Original)
 		b, err := json.Marshal(m)
 		if err != nil {

@@ -13,11 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -148,18 +145,6 @@ func Classify(ctx context.Context, err error) Class {
 		return Auth
 	}
 	return Transport
-}
-
-// IsTransportError reports whether err came from the connection rather than
-// from the upstream's own answer. Used to decide breaker strikes.
-func IsTransportError(err error) bool {
-	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne)
 }
 
 // Error is an error mcpvisor itself produced about an upstream operation.

@@ -151,12 +151,10 @@ func (h *upstreamRoundTripper) RoundTrip(req *http.Request) (*http.Response, err
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		resp.Body.Close()
-		return nil, fmt.Errorf("%w: %s %s", recovery.ErrUnauthorized, req.Method, redactURL(req.URL.String()))
+		return nil, fmt.Errorf("%w: %s %s", recovery.ErrUnauthorized, req.Method, recovery.Redact(req.URL.String()))
 	}
 	return resp, nil
 }
-
-func redactURL(u string) string { return recovery.Redact(u) }
 
 func wrapClient(c *http.Client, headers map[string]string) *http.Client {
 	base := c.Transport

@@ -22,7 +22,6 @@ var ErrStopped = errors.New("server is stopped (host shutting down)")
 // tool is not, since its side effects may already have happened.
 func (s *Supervisor) CallTool(ctx context.Context, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	var res *mcp.CallToolResult
-	ro := s.readOnly.Load()
 	meta := params.Meta
 	ctx, upTok, rewritten, release := s.track(ctx, params.GetProgressToken())
 	defer release()
@@ -30,19 +29,31 @@ func (s *Supervisor) CallTool(ctx context.Context, params *mcp.CallToolParamsRaw
 		meta = maps.Clone(meta)
 		meta["progressToken"] = upTok
 	}
-	err := s.do(ctx, "tools/call", ro != nil && (*ro)[params.Name], func(ctx context.Context, sess *session) error {
-		cs := sess.cs
+	err := s.do(ctx, "tools/call", s.replayable(params.Name), func(ctx context.Context, sess *session) error {
 		var err error
-		res, err = cs.CallTool(ctx, &mcp.CallToolParams{
-			Meta:           meta,
-			Name:           params.Name,
-			Arguments:      rawArgs(params.Arguments),
-			InputResponses: params.InputResponses,
-			RequestState:   params.RequestState,
-		})
+		res, err = sdkCallTool(ctx, sess.cs, meta, params)
 		return err
 	})
 	return res, err
+}
+
+// replayable reports whether tool declared readOnlyHint, which makes it
+// safe to replay after the process died mid-call.
+func (s *Supervisor) replayable(tool string) bool {
+	ro := s.readOnly.Load()
+	return ro != nil && (*ro)[tool]
+}
+
+// sdkCallTool calls a tool through the SDK client with the downstream's
+// raw params (meta may replace theirs).
+func sdkCallTool(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	return cs.CallTool(ctx, &mcp.CallToolParams{
+		Meta:           meta,
+		Name:           p.Name,
+		Arguments:      rawArgs(p.Arguments),
+		InputResponses: p.InputResponses,
+		RequestState:   p.RequestState,
+	})
 }
 
 // ReadResource reads a resource. Reads are replayable.

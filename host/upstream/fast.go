@@ -114,9 +114,8 @@ func (c *tapConn) failPending(err error) {
 // untouched; otherwise the call takes the SDK path and the result is
 // encoded. Recovery is the same as CallTool's.
 func (s *Supervisor) CallToolRaw(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
-	ro := s.readOnly.Load()
 	var out json.RawMessage
-	err := s.do(ctx, "tools/call", ro != nil && (*ro)[name], func(ctx context.Context, sess *session) error {
+	err := s.do(ctx, "tools/call", s.replayable(name), func(ctx context.Context, sess *session) error {
 		if sess.tap != nil && sess.cs.InitializeResult() != nil && sess.cs.InitializeResult().ProtocolVersion < "2026-07-28" {
 			var err error
 			out, err = sess.tap.call(ctx, "tools/call", params)
@@ -126,10 +125,7 @@ func (s *Supervisor) CallToolRaw(ctx context.Context, name string, params json.R
 		if err := json.Unmarshal(params, &p); err != nil {
 			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
-		res, err := sess.cs.CallTool(ctx, &mcp.CallToolParams{
-			Meta: p.Meta, Name: p.Name, Arguments: rawArgs(p.Arguments),
-			InputResponses: p.InputResponses, RequestState: p.RequestState,
-		})
+		res, err := sdkCallTool(ctx, sess.cs, p.Meta, &p)
 		if err != nil {
 			return err
 		}
