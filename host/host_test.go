@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -548,7 +547,7 @@ func TestRunSIGHUPReloads(t *testing.T) {
 	write(base)
 	cmd := exec.Command(bins["mcpvisor"], "run", "-config", cfgPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stderr := &lockedBuffer{}
+	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -584,24 +583,6 @@ func TestRunSIGHUPReloads(t *testing.T) {
 	})
 }
 
-// lockedBuffer is an io.Writer a test can read while a process writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A client on the session-based protocol over a stdio-like connection gets
 // tools/call through the raw fast path; what it sees must be what the SDK
 // path gives: every content type, structuredContent, isError, _meta, the
@@ -611,7 +592,7 @@ func TestFastPathFidelity(t *testing.T) {
   command = %q
 }
 `, bins["echo"])
-	logs := &lockedBuffer{}
+	logs := &testutil.Buffer{}
 	testLogOutput = logs
 	defer func() { testLogOutput = nil }()
 	h, cs := startHostWithClient(t, src, nil, nil, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
@@ -681,7 +662,7 @@ func TestCancelReachesUpstream(t *testing.T) {
   command = %q
 }
 `, bins["echo"])
-	logs := &lockedBuffer{}
+	logs := &testutil.Buffer{}
 	testLogOutput = logs
 	defer func() { testLogOutput = nil }()
 	h, cs := startHost(t, src, nil)
@@ -695,7 +676,7 @@ func TestCancelReachesUpstream(t *testing.T) {
 // cancelSleep starts a long echo__sleep, cancels it once in flight, checks
 // the caller gets the cancellation, and waits until the upstream reports on
 // stderr (captured in logs) that the cancellation reached it.
-func cancelSleep(t *testing.T, cs *mcp.ClientSession, logs *lockedBuffer) {
+func cancelSleep(t *testing.T, cs *mcp.ClientSession, logs *testutil.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

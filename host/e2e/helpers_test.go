@@ -33,6 +33,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 )
 
 const (
@@ -191,24 +193,6 @@ func (e testEnv) environ() []string {
 	)
 }
 
-// syncBuffer collects a subprocess's output while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // hostProcess is one long-running server under test: `mcpvisor run`, or an upstream
 // run directly for comparison.
 type hostProcess struct {
@@ -217,7 +201,7 @@ type hostProcess struct {
 	cmd       *exec.Cmd
 	env       testEnv
 	URL       string // the streamable HTTP endpoint
-	output    *syncBuffer
+	output    *testutil.Buffer
 	exited    chan struct{} // closed when cmd.Wait returned
 	err       error         // cmd.Wait's result, valid after exited is closed
 
@@ -245,7 +229,7 @@ func startServer(t *testing.T, name string, cleanExit bool, env testEnv, cmd *ex
 		cmd:       cmd,
 		env:       env,
 		URL:       url,
-		output:    &syncBuffer{},
+		output:    &testutil.Buffer{},
 		exited:    make(chan struct{}),
 		seen:      map[int]procInfo{},
 	}

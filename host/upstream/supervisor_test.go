@@ -433,11 +433,23 @@ func httpServer(name, u string) *config.Server {
 	return c.Servers[0]
 }
 
-func TestExpiredSessionReconnectsAndRetriesOnce(t *testing.T) {
+// startBehindProxy runs the echo example over HTTP behind a sessionProxy
+// and a supervisor for it (adjusted by tune, if set), ready.
+func startBehindProxy(t *testing.T, tune func(*config.Server)) (*harness, *sessionProxy) {
+	t.Helper()
 	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
 	proxy := newSessionProxy(t, up.URL)
-	h := start(t, httpServer("remote", proxy.URL+"/mcp"), nil)
+	srv := httpServer("remote", proxy.URL+"/mcp")
+	if tune != nil {
+		tune(srv)
+	}
+	h := start(t, srv, nil)
 	h.waitState("ready", 1)
+	return h, proxy
+}
+
+func TestExpiredSessionReconnectsAndRetriesOnce(t *testing.T) {
+	h, proxy := startBehindProxy(t, nil)
 	ctx := context.Background()
 
 	proxy.breakNext.Store(1)
@@ -540,10 +552,7 @@ func TestStoppedSupervisorFailsCleanly(t *testing.T) {
 }
 
 func TestUnauthorizedReconnectsOnceThenNeedsReauth(t *testing.T) {
-	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
-	proxy := newSessionProxy(t, up.URL)
-	h := start(t, httpServer("remote", proxy.URL+"/mcp"), nil)
-	h.waitState("ready", 1)
+	h, proxy := startBehindProxy(t, nil)
 	ctx := context.Background()
 
 	proxy.unauthNext.Store(1)
@@ -769,15 +778,12 @@ func TestBreakerFailedProbeBlocksNextCall(t *testing.T) {
 // A successful reconnect closes the breaker and clears its count, even
 // when the call that caused the reconnect then failed.
 func TestReconnectResetsBreakerCountEvenIfRetryFails(t *testing.T) {
-	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
-	proxy := newSessionProxy(t, up.URL)
-	srv := httpServer("remote", proxy.URL+"/mcp")
-	// Long enough that the reconnect inside the second call never hits it
-	// on a loaded machine, short enough to time out the sleep.
-	srv.Timeout = 2 * time.Second
-	srv.Breaker = config.Breaker{Threshold: 3, Cooldown: time.Hour}
-	h := start(t, srv, nil)
-	h.waitState("ready", 1)
+	h, proxy := startBehindProxy(t, func(srv *config.Server) {
+		// Long enough that the reconnect inside the second call never hits
+		// it on a loaded machine, short enough to time out the sleep.
+		srv.Timeout = 2 * time.Second
+		srv.Breaker = config.Breaker{Threshold: 3, Cooldown: time.Hour}
+	})
 	ctx := context.Background()
 	if _, err := call(ctx, h.sup, "sleep", `{"ms":60000}`); err == nil {
 		t.Fatal("sleep past the timeout returned no error")

@@ -26,15 +26,7 @@ import (
 var echoBin string
 
 func TestMain(m *testing.M) {
-	bin, dir, err := servetest.Build("echo")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	echoBin = bin
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(servetest.Main(m, "echo", &echoBin))
 }
 
 // Protocol versions a client may speak: the newest (sessionless requests)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -21,15 +20,7 @@ import (
 var everythingBin string
 
 func TestMain(m *testing.M) {
-	bin, dir, err := servetest.Build("everything")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	everythingBin = bin
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(servetest.Main(m, "everything", &everythingBin))
 }
 
 // sessionProtocol is the protocol of the conformance suite's client:

@@ -21,15 +21,7 @@ import (
 var notesBin string
 
 func TestMain(m *testing.M) {
-	bin, dir, err := servetest.Build("notes")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	notesBin = bin
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(servetest.Main(m, "notes", &notesBin))
 }
 
 // Protocol versions a client may speak: the newest (sessionless requests,

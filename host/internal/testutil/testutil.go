@@ -299,3 +299,22 @@ func BuildAndRun(m *testing.M, use func(bins map[string]string), names ...string
 	use(bins)
 	return RunWithLeakCheck(m)
 }
+
+// Buffer is an io.Writer a test can read while a process (or a logger)
+// writes to it from another goroutine.
+type Buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -44,6 +44,20 @@ func Build(name string) (bin, dir string, err error) {
 	return bin, dir, nil
 }
 
+// Main is a TestMain body: it builds the server in the current directory,
+// stores its path in *bin, runs the tests, removes the build and returns the
+// exit code.
+func Main(m *testing.M, name string, bin *string) int {
+	b, dir, err := Build(name)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	*bin = b
+	return m.Run()
+}
+
 // ConnectStdio starts bin with args as a stdio server and connects client to
 // it. The session is closed, and the process waited for, at test cleanup.
 func ConnectStdio(t testing.TB, client *mcp.Client, opts *mcp.ClientSessionOptions, bin string, args ...string) (*mcp.ClientSession, *exec.Cmd) {
