@@ -335,12 +335,16 @@ func (b backend) CallTool(ctx context.Context, server, tool string, p *mcp.CallT
 
 // CallToolRaw forwards a tools/call without decoding it (the gateway's
 // stdio fast path).
-func (b backend) CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage) (json.RawMessage, error) {
+func (b backend) CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage, early func(json.RawMessage)) (json.RawMessage, error) {
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
 	}
-	return s.CallToolRaw(down(ctx), tool, params)
+	ctx = down(ctx)
+	if early != nil {
+		ctx = upstream.WithEarlyResult(ctx, early)
+	}
+	return s.CallToolRaw(ctx, tool, params)
 }
 
 func (b backend) ReadResource(ctx context.Context, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {

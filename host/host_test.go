@@ -23,6 +23,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+	"github.com/mcpvisor/mcpvisor/host/transport"
 )
 
 var bins map[string]string
@@ -49,10 +50,36 @@ func logger(t *testing.T) hclog.Logger {
 // go-sdk client connected to its gateway over in-memory transports.
 func startHost(t *testing.T, src string, clientOpts *mcp.ClientOptions) (*host.Host, *mcp.ClientSession) {
 	t.Helper()
-	return startHostWithClient(t, src, clientOpts, nil)
+	return startHostWithClient(t, src, clientOpts, nil, inMemory, nil)
 }
 
-func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions, setup func(*mcp.Client), sessOpts ...*mcp.ClientSessionOptions) (*host.Host, *mcp.ClientSession) {
+// downstreamLink makes the two ends between a test's client and the
+// gateway.
+type downstreamLink func(t *testing.T) (client, server mcp.Transport)
+
+func inMemory(*testing.T) (mcp.Transport, mcp.Transport) { return mcp.NewInMemoryTransports() }
+
+// linePipes joins the client over OS pipes to the gateway's own line
+// transport: what `run --stdio` serves on stdin and stdout.
+func linePipes(t *testing.T) (mcp.Transport, mcp.Transport) {
+	t.Helper()
+	upR, upW, err := os.Pipe() // client → gateway
+	if err != nil {
+		t.Fatal(err)
+	}
+	downR, downW, err := os.Pipe() // gateway → client
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, f := range []*os.File{upR, upW, downR, downW} {
+			f.Close()
+		}
+	})
+	return &mcp.IOTransport{Reader: downR, Writer: upW}, transport.NewLineTransport(upR, downW)
+}
+
+func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions, setup func(*mcp.Client), link downstreamLink, so *mcp.ClientSessionOptions) (*host.Host, *mcp.ClientSession) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(src), filepath.Join(t.TempDir(), "config.hcl"))
 	if err != nil {
@@ -80,17 +107,13 @@ func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions
 			t.Fatalf("server %s is %s: %s", st.Name, st.State, st.LastError)
 		}
 	}
-	ct, st := mcp.NewInMemoryTransports()
+	ct, st := link(t)
 	srvCtx, srvCancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Gateway().ServeTransport(srvCtx, st) }()
 	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, clientOpts)
 	if setup != nil {
 		setup(client)
-	}
-	var so *mcp.ClientSessionOptions
-	if len(sessOpts) > 0 {
-		so = sessOpts[0]
 	}
 	cs, err := client.Connect(ctx, ct, so)
 	if err != nil {
@@ -397,7 +420,7 @@ func TestRootsForwarded(t *testing.T) {
 	client := &mcp.ClientOptions{}
 	_, cs := startHostWithClient(t, src, client, func(c *mcp.Client) {
 		c.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
-	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	}, inMemory, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo__roots"})
 	if err != nil {
 		t.Fatal(err)
@@ -587,7 +610,15 @@ func TestRunSIGHUPReloads(t *testing.T) {
 // tools/call through the raw fast path; what it sees must be what the SDK
 // path gives: every content type, structuredContent, isError, _meta, the
 // upstream's JSON-RPC error with code and data, crash handling, and cancel.
+// The fast path forwards every kind of result and error as the SDK path
+// would, with the client on in-memory transports and on the line transport
+// `run --stdio` serves (which writes results as the upstream's bytes).
 func TestFastPathFidelity(t *testing.T) {
+	t.Run("in-memory", func(t *testing.T) { testFastPathFidelity(t, inMemory) })
+	t.Run("line", func(t *testing.T) { testFastPathFidelity(t, linePipes) })
+}
+
+func testFastPathFidelity(t *testing.T, link downstreamLink) {
 	src := fmt.Sprintf(`server "echo" {
   command = %q
 }
@@ -595,7 +626,7 @@ func TestFastPathFidelity(t *testing.T) {
 	logs := &testutil.Buffer{}
 	testLogOutput = logs
 	defer func() { testLogOutput = nil }()
-	h, cs := startHostWithClient(t, src, nil, nil, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	h, cs := startHostWithClient(t, src, nil, nil, link, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	before := h.Gateway().FastCalls()

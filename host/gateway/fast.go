@@ -23,14 +23,25 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/rawjson"
 )
 
 // RawBackend is a Backend that can also forward a tools/call without
 // decoding it: params are the downstream's raw params with the original
-// tool name, the result is the upstream's raw result.
+// tool name, the result is the upstream's raw result. A backend may hand a
+// successful result to early (when not nil) as soon as it has it, from
+// another goroutine, before CallToolRaw returns that same result; early
+// is called at most once and never for an error.
 type RawBackend interface {
 	Backend
-	CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage) (json.RawMessage, error)
+	CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage, early func(json.RawMessage)) (json.RawMessage, error)
+}
+
+// rawResultWriter is a connection that can write a response around a raw
+// result without re-encoding it (transport's line connection).
+type rawResultWriter interface {
+	WriteRawResult(id jsonrpc.ID, result json.RawMessage) error
 }
 
 // fastTransport wraps a downstream stdio transport with the fast path.
@@ -49,7 +60,7 @@ func (t *fastTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.fc = &fastConn{Connection: c, t: t, inflight: map[string]context.CancelFunc{}}
+	t.fc = &fastConn{Connection: c, t: t, inflight: map[string]*fastCall{}}
 	return t.fc, nil
 }
 
@@ -58,9 +69,11 @@ type fastConn struct {
 	t *fastTransport
 
 	mu       sync.Mutex
-	inflight map[string]context.CancelFunc // fast calls by request id
+	inflight map[string]*fastCall // fast calls by request id
 	wg       sync.WaitGroup
 }
+
+type fastCall struct{ cancel context.CancelFunc }
 
 type cancelParams struct {
 	RequestID any `json:"requestId"`
@@ -97,22 +110,37 @@ func (c *fastConn) take(ctx context.Context, req *jsonrpc.Request) bool {
 	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion >= statelessProtocolVersion {
 		return false
 	}
-	// One decode of the top level: the name to route by, whether a
-	// progress token needs the SDK path, and the fields to pass on.
-	var m map[string]json.RawMessage
-	if json.Unmarshal(req.Params, &m) != nil {
+	// One walk of the top level: the name to route by, and whether a
+	// progress token needs the SDK path. Params are valid JSON (the
+	// connection decoded them), and whatever else they hold passes on as
+	// it came.
+	params := req.Params
+	nameAt, metaAt := [2]int{-1, -1}, [2]int{-1, -1}
+	if !rawjson.Members(params, func(key string, start, end int) bool {
+		switch key {
+		case "name":
+			nameAt = [2]int{start, end}
+		case "_meta":
+			metaAt = [2]int{start, end}
+		}
+		return true
+	}) {
 		return false
 	}
-	var name string
-	if json.Unmarshal(m["name"], &name) != nil {
+	if nameAt[0] < 0 || params[nameAt[0]] != '"' {
 		return false
 	}
-	if meta, ok := m["_meta"]; ok {
-		var mm map[string]json.RawMessage
-		if json.Unmarshal(meta, &mm) != nil {
+	name := rawjson.Unquote(params[nameAt[0]:nameAt[1]])
+	if metaAt[0] >= 0 {
+		meta := params[metaAt[0]:metaAt[1]]
+		progress := false
+		if string(meta) != "null" && !rawjson.Members(meta, func(key string, _, _ int) bool {
+			progress = progress || key == "progressToken"
+			return !progress
+		}) {
 			return false
 		}
-		if _, ok := mm["progressToken"]; ok {
+		if progress {
 			return false
 		}
 	}
@@ -120,36 +148,54 @@ func (c *fastConn) take(ctx context.Context, req *jsonrpc.Request) bool {
 	if !ok {
 		return false
 	}
-	params := req.Params
 	if e.Original != name {
-		m["name"], _ = json.Marshal(e.Original)
-		b, err := json.Marshal(m)
-		if err != nil {
-			return false
-		}
-		params = b
+		// Splice the original name in place of the exposed one.
+		q := rawjson.Quote(e.Original)
+		p := make(json.RawMessage, 0, len(params)-(nameAt[1]-nameAt[0])+len(q))
+		p = append(p, params[:nameAt[0]]...)
+		p = append(p, q...)
+		params = append(p, params[nameAt[1]:]...)
 	}
 
 	c.t.g.fastCalls.Add(1)
 	key := idKey(req.ID)
 	cctx, cancel := context.WithCancel(withSession(context.WithoutCancel(ctx), ss))
+	fc := &fastCall{cancel: cancel}
 	c.mu.Lock()
-	c.inflight[key] = cancel
+	c.inflight[key] = fc
 	c.mu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer func() {
 			c.mu.Lock()
-			delete(c.inflight, key)
+			// The client may already have reused the id (it has the
+			// result once it was delivered early).
+			if c.inflight[key] == fc {
+				delete(c.inflight, key)
+			}
 			c.mu.Unlock()
 			cancel()
 		}()
-		res, err := c.t.rb.CallToolRaw(cctx, e.Server, e.Original, params)
+		// The result is written by whichever goroutine has it first: the
+		// upstream's reader (early) or this one. delivered makes sure the
+		// client never gets two responses to one request.
+		var delivered atomic.Bool
+		early := func(res json.RawMessage) {
+			if delivered.CompareAndSwap(false, true) {
+				c.writeResult(req.ID, res)
+			}
+		}
+		res, err := c.t.rb.CallToolRaw(cctx, e.Server, e.Original, params, early)
+		if !delivered.CompareAndSwap(false, true) {
+			return
+		}
+		if err == nil {
+			c.writeResult(req.ID, res)
+			return
+		}
 		resp := &jsonrpc.Response{ID: req.ID}
 		switch {
-		case err == nil:
-			resp.Result = res
 		case errors.Is(err, context.Canceled) && cctx.Err() != nil:
 			return // the client canceled: no response, as the SDK does
 		default:
@@ -168,6 +214,19 @@ func (c *fastConn) take(ctx context.Context, req *jsonrpc.Request) bool {
 	return true
 }
 
+// writeResult answers request id with a raw result.
+func (c *fastConn) writeResult(id jsonrpc.ID, res json.RawMessage) {
+	var err error
+	if w, ok := c.Connection.(rawResultWriter); ok {
+		err = w.WriteRawResult(id, res)
+	} else {
+		err = c.Connection.Write(context.Background(), &jsonrpc.Response{ID: id, Result: res})
+	}
+	if err != nil {
+		c.t.g.logger.Debug("writing a tools/call response failed", "error", err)
+	}
+}
+
 // cancel ends the fast call a notifications/cancelled names, if any.
 func (c *fastConn) cancel(raw json.RawMessage) {
 	var p cancelParams
@@ -179,10 +238,10 @@ func (c *fastConn) cancel(raw json.RawMessage) {
 		return
 	}
 	c.mu.Lock()
-	cancel := c.inflight[idKey(id)]
+	fc := c.inflight[idKey(id)]
 	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if fc != nil {
+		fc.cancel()
 	}
 }
 
@@ -190,8 +249,8 @@ func (c *fastConn) cancel(raw json.RawMessage) {
 func (c *fastConn) Close() error {
 	err := c.Connection.Close()
 	c.mu.Lock()
-	for _, cancel := range c.inflight {
-		cancel()
+	for _, fc := range c.inflight {
+		fc.cancel()
 	}
 	c.mu.Unlock()
 	c.wg.Wait()

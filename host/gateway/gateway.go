@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/registry"
+	"github.com/mcpvisor/mcpvisor/host/transport"
 )
 
 // Backend is how the gateway reaches upstream servers. The host implements
@@ -144,7 +145,7 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 // ServeStdio serves one client over stdin/stdout until ctx is done or stdin
 // reaches EOF.
 func (g *Gateway) ServeStdio(ctx context.Context) error {
-	return g.ServeTransport(ctx, &mcp.StdioTransport{})
+	return g.ServeTransport(ctx, transport.StdioTransport())
 }
 
 // ServeTransport serves one client over t until ctx is done or the client

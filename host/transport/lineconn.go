@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/rawjson"
 )
 
 // maxLineLength bounds one JSON-RPC message from a server (the SDK's
@@ -122,6 +124,45 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return err
 }
 
+// WriteRawResult writes a response with a result that is already encoded
+// JSON (one the connection's Read produced, or json.Marshal did), as it is:
+// no re-encoding, so the client gets the upstream's exact bytes.
+func (c *lineConn) WriteRawResult(id jsonrpc.ID, result json.RawMessage) error {
+	idJSON, err := json.Marshal(id.Raw())
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 0, len(result)+len(idJSON)+32)
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, idJSON...)
+	buf = append(buf, `,"result":`...)
+	buf = append(buf, result...)
+	buf = append(buf, "}\n"...)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err = c.w.Write(buf)
+	return err
+}
+
+// WriteRawRequest writes a request whose params are already encoded JSON,
+// as they are.
+func (c *lineConn) WriteRawRequest(id, method string, params json.RawMessage) error {
+	buf := make([]byte, 0, len(params)+len(id)+len(method)+48)
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, rawjson.Quote(id)...)
+	buf = append(buf, `,"method":`...)
+	buf = append(buf, rawjson.Quote(method)...)
+	if len(params) > 0 {
+		buf = append(buf, `,"params":`...)
+		buf = append(buf, params...)
+	}
+	buf = append(buf, "}\n"...)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.w.Write(buf)
+	return err
+}
+
 func (c *lineConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closeErr = errors.Join(c.rc.Close(), c.w.Close())
@@ -130,51 +171,95 @@ func (c *lineConn) Close() error {
 }
 
 // decodeMessage decodes one message exactly as jsonrpc.DecodeMessage does
-// (keys matched case-sensitively, trailing data after the object ignored),
-// but keeps params and result raw and allocates a fraction as much: the
-// SDK decodes them into typed values where it needs them, and the raw
-// tools/call path never does.
+// (keys matched case-sensitively, the last of duplicate keys winning,
+// trailing data after the object ignored), but keeps params and result raw
+// and allocates a fraction as much: the SDK decodes them into typed values
+// where it needs them, and the raw tools/call path never does. data may be
+// reused by the caller once it returns.
 func decodeMessage(data []byte) (jsonrpc.Message, error) {
+	if !json.Valid(data) {
+		// Trailing data, or not JSON at all: the general path decides.
+		return decodeMessageSlow(data)
+	}
+	data = bytes.Clone(data) // params and result point into it
+	var version, id, method, params, result, werr []byte
+	isObject := rawjson.Members(data, func(key string, start, end int) bool {
+		v := data[start:end]
+		switch key {
+		case "jsonrpc":
+			version = v
+		case "id":
+			id = v
+		case "method":
+			method = v
+		case "params":
+			params = v
+		case "result":
+			result = v
+		case "error":
+			werr = v
+		}
+		return true
+	})
+	if !isObject {
+		return decodeMessageSlow(data)
+	}
+	return buildMessage(version, id, method, params, result, werr)
+}
+
+// decodeMessageSlow is decodeMessage for input that is not one valid JSON
+// value: json.Decoder reads the first value and ignores the rest, as the
+// SDK's decoder does.
+func decodeMessageSlow(data []byte) (jsonrpc.Message, error) {
 	var m map[string]json.RawMessage
 	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
 		return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
 	}
-	var version string
-	if v, ok := m["jsonrpc"]; ok {
-		if err := json.Unmarshal(v, &version); err != nil {
+	return buildMessage(m["jsonrpc"], m["id"], m["method"], m["params"], m["result"], m["error"])
+}
+
+// buildMessage makes a message of its members' raw values (nil: absent).
+func buildMessage(version, rawID, method, params, result, werr []byte) (jsonrpc.Message, error) {
+	if string(version) != `"2.0"` {
+		var v string
+		if version != nil {
+			if err := json.Unmarshal(version, &v); err != nil {
+				return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
+			}
+		}
+		if v != "2.0" {
+			return nil, fmt.Errorf("invalid message version tag %q; expected %q", v, "2.0")
+		}
+	}
+	var idv any
+	if rawID != nil {
+		if err := json.Unmarshal(rawID, &idv); err != nil {
 			return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
 		}
 	}
-	if version != "2.0" {
-		return nil, fmt.Errorf("invalid message version tag %q; expected %q", version, "2.0")
-	}
-	var rawID any
-	if v, ok := m["id"]; ok {
-		if err := json.Unmarshal(v, &rawID); err != nil {
-			return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
-		}
-	}
-	id, err := jsonrpc.MakeID(rawID)
+	id, err := jsonrpc.MakeID(idv)
 	if err != nil {
 		return nil, err
 	}
-	if v, ok := m["method"]; ok {
-		var method string
-		if err := json.Unmarshal(v, &method); err != nil {
+	if method != nil {
+		var name string
+		if method[0] == '"' {
+			name = rawjson.Unquote(method)
+		} else if err := json.Unmarshal(method, &name); err != nil {
 			return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
 		}
-		return &jsonrpc.Request{Method: method, ID: id, Params: m["params"]}, nil
+		return &jsonrpc.Request{Method: name, ID: id, Params: params}, nil
 	}
 	if !id.IsValid() {
 		return nil, errors.New("invalid request: a response without an id")
 	}
-	resp := &jsonrpc.Response{ID: id, Result: m["result"]}
-	if v, ok := m["error"]; ok && string(v) != "null" {
-		werr, err := decodeError(v)
+	resp := &jsonrpc.Response{ID: id, Result: result}
+	if werr != nil && string(werr) != "null" {
+		e, err := decodeError(werr)
 		if err != nil {
 			return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
 		}
-		resp.Error = werr
+		resp.Error = e
 	}
 	return resp, nil
 }

@@ -31,6 +31,26 @@ const fastIDPrefix = "mcpvisor-fast-"
 // errTapClosed is wrapped by errors for raw calls whose connection ended.
 var errTapClosed = errors.New("connection closed")
 
+// rawCall is a raw request waiting for its response.
+type rawCall struct {
+	ch    chan *jsonrpc.Response
+	early func(json.RawMessage) // see WithEarlyResult
+}
+
+type earlyKey struct{}
+
+// WithEarlyResult returns a context under which a raw tools/call hands a
+// successful result to deliver the moment the connection reads it, on the
+// connection's reader, before CallToolRaw returns the same bytes. A
+// success is final on the recovery path (nothing retries it or changes
+// it), so a caller that only forwards the result can answer its own
+// client one goroutine handoff sooner. deliver must not block for long:
+// the upstream's next message waits for it. It is not called for errors,
+// which go through recovery first, nor on the SDK path.
+func WithEarlyResult(ctx context.Context, deliver func(json.RawMessage)) context.Context {
+	return context.WithValue(ctx, earlyKey{}, deliver)
+}
+
 // call sends one raw request and waits for its raw result.
 func (c *tapConn) call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	c.mu.Lock()
@@ -42,7 +62,8 @@ func (c *tapConn) call(ctx context.Context, method string, params json.RawMessag
 	c.seq++
 	key := fastIDPrefix + strconv.FormatUint(c.seq, 10)
 	ch := make(chan *jsonrpc.Response, 1)
-	c.pending[key] = ch
+	early, _ := ctx.Value(earlyKey{}).(func(json.RawMessage))
+	c.pending[key] = rawCall{ch: ch, early: early}
 	c.mu.Unlock()
 	release := func() {
 		c.mu.Lock()
@@ -50,8 +71,7 @@ func (c *tapConn) call(ctx context.Context, method string, params json.RawMessag
 		c.mu.Unlock()
 	}
 
-	id, _ := jsonrpc.MakeID(key)
-	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: params}); err != nil {
+	if err := c.writeRequest(ctx, key, method, params); err != nil {
 		release()
 		return nil, fmt.Errorf("%w: calling %q: %w", mcp.ErrConnectionClosed, method, err)
 	}
@@ -79,6 +99,21 @@ func (c *tapConn) call(ctx context.Context, method string, params json.RawMessag
 	}
 }
 
+// rawRequestWriter is a connection that writes a request with params that
+// are already encoded JSON without re-encoding them (transport's line
+// connection).
+type rawRequestWriter interface {
+	WriteRawRequest(id, method string, params json.RawMessage) error
+}
+
+func (c *tapConn) writeRequest(ctx context.Context, id, method string, params json.RawMessage) error {
+	if w, ok := c.Connection.(rawRequestWriter); ok {
+		return w.WriteRawRequest(id, method, params)
+	}
+	jid, _ := jsonrpc.MakeID(id)
+	return c.Connection.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: params})
+}
+
 // deliver hands a response to its raw call; false if it is not one.
 func (c *tapConn) deliver(resp *jsonrpc.Response) bool {
 	key, ok := resp.ID.Raw().(string)
@@ -86,12 +121,16 @@ func (c *tapConn) deliver(resp *jsonrpc.Response) bool {
 		return false
 	}
 	c.mu.Lock()
-	ch := c.pending[key]
+	rc, ok := c.pending[key]
 	delete(c.pending, key)
 	c.mu.Unlock()
-	if ch != nil {
-		ch <- resp
+	if !ok {
+		return true
 	}
+	if rc.early != nil && resp.Error == nil && len(resp.Result) > 0 {
+		rc.early(resp.Result)
+	}
+	rc.ch <- resp
 	return true
 }
 
@@ -102,9 +141,9 @@ func (c *tapConn) failPending(err error) {
 	if c.readErr == nil {
 		c.readErr = fmt.Errorf("%w: %w", errTapClosed, err)
 	}
-	for key, ch := range c.pending {
+	for key, rc := range c.pending {
 		delete(c.pending, key)
-		ch <- &jsonrpc.Response{Error: fmt.Errorf("%w: %w", mcp.ErrConnectionClosed, err)}
+		rc.ch <- &jsonrpc.Response{Error: fmt.Errorf("%w: %w", mcp.ErrConnectionClosed, err)}
 	}
 }
 

@@ -36,7 +36,7 @@ func (t tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := &tapConn{Connection: c, s: t.s, pending: map[string]chan *jsonrpc.Response{}}
+	tc := &tapConn{Connection: c, s: t.s, pending: map[string]rawCall{}}
 	if t.holder != nil {
 		t.holder.conn = tc
 	}
@@ -50,7 +50,7 @@ type tapConn struct {
 	// Raw calls of the fast path (fast.go), by their request id.
 	mu      sync.Mutex
 	seq     uint64
-	pending map[string]chan *jsonrpc.Response
+	pending map[string]rawCall
 	readErr error // set once Read has failed; no raw call can complete after
 }
 
