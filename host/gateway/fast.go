@@ -60,17 +60,44 @@ func (t *fastTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.fc = &fastConn{Connection: c, t: t, inflight: map[string]*fastCall{}}
-	return t.fc, nil
+	fc := &fastConn{
+		Connection: c,
+		t:          t,
+		incoming:   make(chan readResult),
+		handoff:    make(chan struct{}),
+		closed:     make(chan struct{}),
+		inflight:   map[string]*fastCall{},
+	}
+	fc.wg.Add(1)
+	go fc.worker()
+	t.fc = fc
+	return fc, nil
 }
 
+// fastConn reads the downstream connection itself: one worker goroutine
+// at a time is the reader; it takes each message off the wire and passes
+// everything but fast calls on to the SDK server's Read. A reader that
+// takes a fast call hands reading on and makes the call itself, so the
+// request goes upstream without waiting for another goroutine to be
+// scheduled.
 type fastConn struct {
 	mcp.Connection
 	t *fastTransport
 
+	incoming  chan readResult // to Read, for the SDK server
+	handoff   chan struct{}   // makes a spare worker the reader
+	spares    atomic.Int32
+	closed    chan struct{}
+	closeOnce sync.Once
+
 	mu       sync.Mutex
 	inflight map[string]*fastCall // fast calls by request id
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup       // readers and fast calls
+}
+
+type readResult struct {
+	msg jsonrpc.Message
+	err error
 }
 
 type fastCall struct{ cancel context.CancelFunc }
@@ -79,36 +106,92 @@ type cancelParams struct {
 	RequestID any `json:"requestId"`
 }
 
+// Read returns the next message that is not a fast call.
 func (c *fastConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case r := <-c.incoming:
+		return r.msg, r.err
+	case <-c.closed:
+		return nil, mcp.ErrConnectionClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// maxSpares bounds the goroutines kept waiting to become the reader.
+const maxSpares = 64
+
+// worker is a goroutine of the connection: it reads until it takes a fast
+// call, hands reading on (to a spare worker, or a new one), makes the call,
+// and then waits as a spare until it is needed as the reader again. Spares
+// spare each call a goroutine start and the growth of a fresh stack.
+func (c *fastConn) worker() {
+	defer c.wg.Done()
 	for {
-		msg, err := c.Connection.Read(ctx)
-		if err != nil {
-			return msg, err
+		call := c.read()
+		if call == nil {
+			return
 		}
-		req, ok := msg.(*jsonrpc.Request)
-		if !ok {
-			return msg, nil
+		select {
+		case c.handoff <- struct{}{}:
+		default:
+			c.wg.Add(1)
+			go c.worker()
 		}
-		if !req.IsCall() {
-			if req.Method == "notifications/cancelled" {
-				c.cancel(req.Params)
-			}
-			return msg, nil
+		call()
+		if c.spares.Add(1) > maxSpares {
+			c.spares.Add(-1)
+			return
 		}
-		if req.Method != "tools/call" || !c.take(ctx, req) {
-			return msg, nil
+		select {
+		case <-c.handoff:
+			c.spares.Add(-1)
+		case <-c.closed:
+			c.spares.Add(-1)
+			return
 		}
 	}
 }
 
-// take starts req on the fast path, or returns false to leave it to the SDK.
-func (c *fastConn) take(ctx context.Context, req *jsonrpc.Request) bool {
+// read reads messages, passing all but fast calls on to the SDK server,
+// until it takes a fast call, which it returns, or the connection ends
+// (nil).
+func (c *fastConn) read() (call func()) {
+	ctx := context.Background()
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err == nil {
+			if req, ok := msg.(*jsonrpc.Request); ok {
+				switch {
+				case !req.IsCall() && req.Method == "notifications/cancelled":
+					c.cancel(req.Params)
+				case req.Method == "tools/call":
+					if call := c.take(req); call != nil {
+						return call
+					}
+				}
+			}
+		}
+		select {
+		case c.incoming <- readResult{msg, err}:
+		case <-c.closed:
+			return nil
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+// take prepares req for the fast path and returns the call to run, or nil
+// to leave req to the SDK server.
+func (c *fastConn) take(req *jsonrpc.Request) (call func()) {
 	ss := c.t.ss.Load()
 	if ss == nil {
-		return false
+		return nil
 	}
 	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion >= statelessProtocolVersion {
-		return false
+		return nil
 	}
 	// One walk of the top level: the name to route by, and whether a
 	// progress token needs the SDK path. Params are valid JSON (the
@@ -125,10 +208,10 @@ func (c *fastConn) take(ctx context.Context, req *jsonrpc.Request) bool {
 		}
 		return true
 	}) {
-		return false
+		return nil
 	}
 	if nameAt[0] < 0 || params[nameAt[0]] != '"' {
-		return false
+		return nil
 	}
 	name := rawjson.Unquote(params[nameAt[0]:nameAt[1]])
 	if metaAt[0] >= 0 {
@@ -138,15 +221,15 @@ func (c *fastConn) take(ctx context.Context, req *jsonrpc.Request) bool {
 			progress = progress || key == "progressToken"
 			return !progress
 		}) {
-			return false
+			return nil
 		}
 		if progress {
-			return false
+			return nil
 		}
 	}
 	e, ok := c.t.g.registry.LookupTool(name)
 	if !ok {
-		return false
+		return nil
 	}
 	if e.Original != name {
 		// Splice the original name in place of the exposed one.
@@ -159,14 +242,12 @@ func (c *fastConn) take(ctx context.Context, req *jsonrpc.Request) bool {
 
 	c.t.g.fastCalls.Add(1)
 	key := idKey(req.ID)
-	cctx, cancel := context.WithCancel(withSession(context.WithoutCancel(ctx), ss))
+	ctx, cancel := context.WithCancel(withSession(context.Background(), ss))
 	fc := &fastCall{cancel: cancel}
 	c.mu.Lock()
 	c.inflight[key] = fc
 	c.mu.Unlock()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	return func() {
 		defer func() {
 			c.mu.Lock()
 			// The client may already have reused the id (it has the
@@ -177,41 +258,43 @@ func (c *fastConn) take(ctx context.Context, req *jsonrpc.Request) bool {
 			c.mu.Unlock()
 			cancel()
 		}()
-		// The result is written by whichever goroutine has it first: the
-		// upstream's reader (early) or this one. delivered makes sure the
-		// client never gets two responses to one request.
-		var delivered atomic.Bool
-		early := func(res json.RawMessage) {
-			if delivered.CompareAndSwap(false, true) {
-				c.writeResult(req.ID, res)
-			}
+		c.run(ctx, req.ID, e.Server, e.Original, params)
+	}
+}
+
+// run makes one fast call and answers it.
+func (c *fastConn) run(ctx context.Context, id jsonrpc.ID, server, tool string, params json.RawMessage) {
+	// The result is written by whichever goroutine has it first: the
+	// upstream's reader (early) or this one. delivered makes sure the
+	// client never gets two responses to one request.
+	var delivered atomic.Bool
+	early := func(res json.RawMessage) {
+		if delivered.CompareAndSwap(false, true) {
+			c.writeResult(id, res)
 		}
-		res, err := c.t.rb.CallToolRaw(cctx, e.Server, e.Original, params, early)
-		if !delivered.CompareAndSwap(false, true) {
-			return
-		}
-		if err == nil {
-			c.writeResult(req.ID, res)
-			return
-		}
-		resp := &jsonrpc.Response{ID: req.ID}
-		switch {
-		case errors.Is(err, context.Canceled) && cctx.Err() != nil:
-			return // the client canceled: no response, as the SDK does
-		default:
-			var wire *jsonrpc.Error
-			if errors.As(err, &wire) {
-				resp.Error = wire
-			} else {
-				// What the SDK server writes for a handler's error.
-				resp.Error = &jsonrpc.Error{Message: err.Error()}
-			}
-		}
-		if werr := c.Connection.Write(context.Background(), resp); werr != nil {
-			c.t.g.logger.Debug("writing a tools/call response failed", "error", werr)
-		}
-	}()
-	return true
+	}
+	res, err := c.t.rb.CallToolRaw(ctx, server, tool, params, early)
+	if !delivered.CompareAndSwap(false, true) {
+		return
+	}
+	if err == nil {
+		c.writeResult(id, res)
+		return
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return // the client canceled: no response, as the SDK does
+	}
+	resp := &jsonrpc.Response{ID: id}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		resp.Error = wire
+	} else {
+		// What the SDK server writes for a handler's error.
+		resp.Error = &jsonrpc.Error{Message: err.Error()}
+	}
+	if werr := c.Connection.Write(context.Background(), resp); werr != nil {
+		c.t.g.logger.Debug("writing a tools/call response failed", "error", werr)
+	}
 }
 
 // writeResult answers request id with a raw result.
@@ -245,9 +328,11 @@ func (c *fastConn) cancel(raw json.RawMessage) {
 	}
 }
 
-// Close cancels the fast calls still running and waits for them.
+// Close ends the reader, cancels the fast calls still running and waits
+// for them.
 func (c *fastConn) Close() error {
 	err := c.Connection.Close()
+	c.closeOnce.Do(func() { close(c.closed) })
 	c.mu.Lock()
 	for _, fc := range c.inflight {
 		fc.cancel()
