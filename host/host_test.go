@@ -724,3 +724,72 @@ func cancelSleep(t *testing.T, cs *mcp.ClientSession, logs *testutil.Buffer) {
 		return strings.Contains(logs.String(), "sleep canceled")
 	})
 }
+
+// The fast path to a streamable HTTP upstream (raw POSTs on the SDK's
+// session): results and errors as the SDK path gives them, a
+// server-to-client request during the call (roots/list: on the call's SSE
+// stream, or on the session's own stream when the upstream answers with
+// JSON) answered by the calling client, and a cancel that reaches the
+// upstream.
+func TestFastPathHTTPUpstream(t *testing.T) {
+	t.Run("sse", func(t *testing.T) { testFastPathHTTPUpstream(t) })
+	t.Run("json", func(t *testing.T) { testFastPathHTTPUpstream(t, "-json-response") })
+}
+
+func testFastPathHTTPUpstream(t *testing.T, flags ...string) {
+	up := testutil.StartServer(t, bins["echo"], append([]string{"-http", "127.0.0.1:0"}, flags...)...)
+	src := fmt.Sprintf(`server "echo" {
+  url = %q
+}
+`, up.URL)
+	h, cs := startHostWithClient(t, src, nil, func(c *mcp.Client) {
+		c.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
+	}, linePipes, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	before := h.Gateway().FastCalls()
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__add", Arguments: map[string]any{"a": 1, "b": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := res.StructuredContent.(map[string]any); !ok || m["sum"] != float64(3) {
+		t.Errorf("structuredContent %#v", res.StructuredContent)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__fail", Arguments: map[string]any{"message": "nope"}})
+	if err != nil || !res.IsError || textOf(t, res.Content[0]) != "nope" {
+		t.Errorf("fail: %v %+v", err, res)
+	}
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__jsonrpc_error"})
+	var wire *jsonrpc.Error
+	if !errors.As(err, &wire) || wire.Code != -32042 || wire.Message != "custom failure" {
+		t.Errorf("jsonrpc_error: %#v", err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__roots"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, res.Content[0]); got != "file:///work/project" {
+		t.Errorf("upstream saw roots %q, want the downstream client's", got)
+	}
+	if n := h.Gateway().FastCalls() - before; n != 4 {
+		t.Errorf("%d calls took the fast path, want 4", n)
+	}
+
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "echo__sleep", Arguments: map[string]any{"ms": 60000}})
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	ccancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled call: %v", err)
+	}
+	up.WaitLine(t, "sleep canceled", 30*time.Second)
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "after"}})
+	if err != nil || textOf(t, res.Content[0]) != "after" {
+		t.Fatalf("after cancel: %v", err)
+	}
+}

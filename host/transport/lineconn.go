@@ -65,7 +65,7 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 				return nil, fmt.Errorf("unmarshaling jsonrpc batch: %w", err)
 			}
 			for _, raw := range batch {
-				msg, err := decodeMessage(raw)
+				msg, err := DecodeMessage(raw)
 				if err != nil {
 					return nil, err
 				}
@@ -73,7 +73,7 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			continue
 		}
-		return decodeMessage(line)
+		return DecodeMessage(line)
 	}
 	msg := c.queue[0]
 	c.queue = c.queue[1:]
@@ -147,6 +147,16 @@ func (c *lineConn) WriteRawResult(id jsonrpc.ID, result json.RawMessage) error {
 // WriteRawRequest writes a request whose params are already encoded JSON,
 // as they are.
 func (c *lineConn) WriteRawRequest(id, method string, params json.RawMessage) error {
+	buf := append(RawRequest(id, method, params), '\n')
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.w.Write(buf)
+	return err
+}
+
+// RawRequest encodes a request with a string id around params that are
+// already encoded JSON (valid, as a decoded message's params are).
+func RawRequest(id, method string, params json.RawMessage) []byte {
 	buf := make([]byte, 0, len(params)+len(id)+len(method)+48)
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = append(buf, rawjson.Quote(id)...)
@@ -156,11 +166,7 @@ func (c *lineConn) WriteRawRequest(id, method string, params json.RawMessage) er
 		buf = append(buf, `,"params":`...)
 		buf = append(buf, params...)
 	}
-	buf = append(buf, "}\n"...)
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.w.Write(buf)
-	return err
+	return append(buf, '}')
 }
 
 func (c *lineConn) Close() error {
@@ -170,13 +176,13 @@ func (c *lineConn) Close() error {
 	return c.closeErr
 }
 
-// decodeMessage decodes one message exactly as jsonrpc.DecodeMessage does
+// DecodeMessage decodes one message exactly as jsonrpc.DecodeMessage does
 // (keys matched case-sensitively, the last of duplicate keys winning,
 // trailing data after the object ignored), but keeps params and result raw
 // and allocates a fraction as much: the SDK decodes them into typed values
 // where it needs them, and the raw tools/call path never does. data may be
 // reused by the caller once it returns.
-func decodeMessage(data []byte) (jsonrpc.Message, error) {
+func DecodeMessage(data []byte) (jsonrpc.Message, error) {
 	if !json.Valid(data) {
 		// Trailing data, or not JSON at all: the general path decides.
 		return decodeMessageSlow(data)
@@ -207,7 +213,7 @@ func decodeMessage(data []byte) (jsonrpc.Message, error) {
 	return buildMessage(version, id, method, params, result, werr)
 }
 
-// decodeMessageSlow is decodeMessage for input that is not one valid JSON
+// decodeMessageSlow is DecodeMessage for input that is not one valid JSON
 // value: json.Decoder reads the first value and ignores the rest, as the
 // SDK's decoder does.
 func decodeMessageSlow(data []byte) (jsonrpc.Message, error) {

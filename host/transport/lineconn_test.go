@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// decodeMessage must agree with the SDK's own decoder on every input the
+// DecodeMessage must agree with the SDK's own decoder on every input the
 // SDK accepts, so swapping the transport changes nothing but the cost.
 func FuzzDecodeMessage(f *testing.F) {
 	for _, s := range []string{
@@ -30,12 +30,12 @@ func FuzzDecodeMessage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want, werr := jsonrpc.DecodeMessage(data)
-		got, gerr := decodeMessage(data)
+		got, gerr := DecodeMessage(data)
 		if werr != nil {
 			return // the SDK rejects it; we may be more lenient, never stricter
 		}
 		if gerr != nil {
-			t.Fatalf("SDK accepts %q, decodeMessage says %v", data, gerr)
+			t.Fatalf("SDK accepts %q, DecodeMessage says %v", data, gerr)
 		}
 		wb, _ := jsonrpc.EncodeMessage(want)
 		gb, _ := jsonrpc.EncodeMessage(got)

@@ -114,14 +114,32 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 		// us; the supervisor owns reconnects and counts them.
 		t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: -1}
 	}
-	return &httpLink{t: t, done: make(chan struct{})}, nil
+	l := &httpLink{t: t, done: make(chan struct{})}
+	if !d.sse {
+		l.url, l.client = d.url, d.client
+	}
+	return l, nil
 }
 
 type httpLink struct {
 	t    mcp.Transport
 	once sync.Once
 	done chan struct{}
+	// url and client are set for streamable HTTP (see Endpoint).
+	url    string
+	client *http.Client
 }
+
+// An Endpoint is a link whose session can also be spoken to with plain
+// HTTP requests: streamable HTTP links. The client adds the block's headers
+// and types a 401 as recovery.ErrUnauthorized, as for the SDK's requests.
+type Endpoint interface {
+	Endpoint() (url string, client *http.Client)
+}
+
+// Endpoint returns the URL and client of a streamable HTTP link, or "" for
+// legacy SSE.
+func (l *httpLink) Endpoint() (string, *http.Client) { return l.url, l.client }
 
 func (l *httpLink) Transport() mcp.Transport { return l.t }
 func (l *httpLink) Done() <-chan struct{}    { return l.done }

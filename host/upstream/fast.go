@@ -150,15 +150,23 @@ func (c *tapConn) failPending(err error) {
 // CallToolRaw calls a tool with the downstream's raw params (already naming
 // the original tool) and returns the upstream's raw result. On a process
 // upstream speaking a session-based protocol the bytes pass through
-// untouched; otherwise the call takes the SDK path and the result is
-// encoded. Recovery is the same as CallTool's.
+// untouched, and on a streamable HTTP upstream the same params go out in a
+// POST of mcpvisor's own on the SDK session (fasthttp.go); otherwise the
+// call takes the SDK path and the result is encoded. Recovery is the same
+// as CallTool's.
 func (s *Supervisor) CallToolRaw(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
 	var out json.RawMessage
 	err := s.do(ctx, "tools/call", s.replayable(name), func(ctx context.Context, sess *session) error {
-		if sess.tap != nil && sess.cs.InitializeResult() != nil && sess.cs.InitializeResult().ProtocolVersion < "2026-07-28" {
+		if ir := sess.cs.InitializeResult(); ir != nil && ir.ProtocolVersion < "2026-07-28" {
 			var err error
-			out, err = sess.tap.call(ctx, "tools/call", params)
-			return err
+			switch {
+			case sess.tap != nil:
+				out, err = sess.tap.call(ctx, "tools/call", params)
+				return err
+			case sess.httpRaw():
+				out, err = s.httpCall(ctx, sess, "tools/call", params)
+				return err
+			}
 		}
 		var p mcp.CallToolParamsRaw
 		if err := json.Unmarshal(params, &p); err != nil {

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,6 +171,10 @@ type session struct {
 	// tap is the tapped connection of a process-backed session (nil for
 	// HTTP); it carries the raw tools/call fast path (fast.go).
 	tap *tapConn
+	// url and hc are set for a streamable HTTP session: the raw tools/call
+	// path speaks to them directly (fasthttp.go).
+	url string
+	hc  *http.Client
 	// dead is closed by the session's monitor when the link or the session
 	// ends; err then says why.
 	dead chan struct{}
@@ -226,6 +231,9 @@ type Supervisor struct {
 	flightSeq uint64
 	flights   map[uint64]*inflight
 	byToken   map[string]*inflight
+
+	// httpSeq numbers raw HTTP calls (fasthttp.go).
+	httpSeq atomic.Uint64
 
 	wake     chan struct{} // a caller reported a failed generation
 	revive   chan struct{} // leave park / skip backoff now
@@ -597,6 +605,9 @@ func (s *Supervisor) connect() (*session, error) {
 	gen := s.gen
 	s.mu.Unlock()
 	sess := &session{gen: gen, cs: cs, link: link, tap: tap, dead: make(chan struct{})}
+	if ep, ok := link.(transport.Endpoint); ok {
+		sess.url, sess.hc = ep.Endpoint()
+	}
 	go s.monitor(sess)
 
 	cat, err := s.list(ctx, cs)

@@ -131,6 +131,30 @@ func call(ctx context.Context, sup *upstream.Supervisor, tool, args string) (*mc
 	return sup.CallTool(ctx, p)
 }
 
+// callRaw calls tool on the raw path the gateway's fast path uses.
+func callRaw(ctx context.Context, sup *upstream.Supervisor, tool, args string) (*mcp.CallToolResult, error) {
+	if args == "" {
+		args = "{}"
+	}
+	raw, err := sup.CallToolRaw(ctx, tool, json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":%s}`, tool, args)))
+	if err != nil {
+		return nil, err
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// callPaths are the two ways a tools/call reaches an upstream: through the
+// SDK client (CallTool) and raw (CallToolRaw, the gateway's fast path).
+// The HTTP recovery tests run on both.
+var callPaths = []struct {
+	name string
+	call func(ctx context.Context, sup *upstream.Supervisor, tool, args string) (*mcp.CallToolResult, error)
+}{{"sdk", call}, {"raw", callRaw}}
+
 func text(t *testing.T, res *mcp.CallToolResult) string {
 	t.Helper()
 	if res == nil || len(res.Content) == 0 {
@@ -449,70 +473,78 @@ func startBehindProxy(t *testing.T, tune func(*config.Server)) (*harness, *sessi
 }
 
 func TestExpiredSessionReconnectsAndRetriesOnce(t *testing.T) {
-	h, proxy := startBehindProxy(t, nil)
-	ctx := context.Background()
+	for _, cp := range callPaths {
+		t.Run(cp.name, func(t *testing.T) {
+			h, proxy := startBehindProxy(t, nil)
+			ctx := context.Background()
 
-	proxy.breakNext.Store(1)
-	proxy.toolCalls.Store(0)
-	res, err := call(ctx, h.sup, "echo", `{"text":"again"}`)
-	if err != nil {
-		t.Fatalf("call on an expired session: %v", err)
-	}
-	if got := text(t, res); got != "again" {
-		t.Errorf("result %q", got)
-	}
-	if n := proxy.toolCalls.Load(); n != 2 {
-		t.Errorf("%d attempts, want exactly 2", n)
-	}
-	if st := h.sup.Status(); st.Generation != 2 {
-		t.Errorf("generation %d, want 2 (one reconnect)", st.Generation)
-	}
+			proxy.breakNext.Store(1)
+			proxy.toolCalls.Store(0)
+			res, err := cp.call(ctx, h.sup, "echo", `{"text":"again"}`)
+			if err != nil {
+				t.Fatalf("call on an expired session: %v", err)
+			}
+			if got := text(t, res); got != "again" {
+				t.Errorf("result %q", got)
+			}
+			if n := proxy.toolCalls.Load(); n != 2 {
+				t.Errorf("%d attempts, want exactly 2", n)
+			}
+			if st := h.sup.Status(); st.Generation != 2 {
+				t.Errorf("generation %d, want 2 (one reconnect)", st.Generation)
+			}
 
-	// A retry that fails too returns that failure after exactly 2 attempts.
-	proxy.breakNext.Store(2)
-	proxy.toolCalls.Store(0)
-	_, err = call(ctx, h.sup, "echo", `{"text":"x"}`)
-	var re *recovery.Error
-	if !errors.As(err, &re) || re.Class != recovery.SessionGone {
-		t.Fatalf("double expiry: err = %v, want a session_gone error", err)
-	}
-	if n := proxy.toolCalls.Load(); n != 2 {
-		t.Errorf("%d attempts, want exactly 2", n)
-	}
+			// A retry that fails too returns that failure after exactly 2 attempts.
+			proxy.breakNext.Store(2)
+			proxy.toolCalls.Store(0)
+			_, err = cp.call(ctx, h.sup, "echo", `{"text":"x"}`)
+			var re *recovery.Error
+			if !errors.As(err, &re) || re.Class != recovery.SessionGone {
+				t.Fatalf("double expiry: err = %v, want a session_gone error", err)
+			}
+			if n := proxy.toolCalls.Load(); n != 2 {
+				t.Errorf("%d attempts, want exactly 2", n)
+			}
 
-	// An unrelated error does not reconnect. (The failed retry's session
-	// was reported broken too, so wait for its replacement first.)
-	gen := h.waitState("ready", 4).Generation
-	proxy.toolCalls.Store(0)
-	if res, err := call(ctx, h.sup, "fail", `{"message":"Tool failed to execute"}`); err != nil || !res.IsError {
-		t.Fatalf("fail: %v", err)
-	}
-	if n := proxy.toolCalls.Load(); n != 1 {
-		t.Errorf("%d attempts for an application error, want 1", n)
-	}
-	if h.sup.Status().Generation != gen {
-		t.Error("an application error caused a reconnect")
+			// An unrelated error does not reconnect. (The failed retry's session
+			// was reported broken too, so wait for its replacement first.)
+			gen := h.waitState("ready", 4).Generation
+			proxy.toolCalls.Store(0)
+			if res, err := cp.call(ctx, h.sup, "fail", `{"message":"Tool failed to execute"}`); err != nil || !res.IsError {
+				t.Fatalf("fail: %v", err)
+			}
+			if n := proxy.toolCalls.Load(); n != 1 {
+				t.Errorf("%d attempts for an application error, want 1", n)
+			}
+			if h.sup.Status().Generation != gen {
+				t.Error("an application error caused a reconnect")
+			}
+		})
 	}
 }
 
 // The upstream really forgets every session (SIGUSR1); the next calls
 // succeed on a new session without the caller seeing an error.
 func TestServerForgetsSessions(t *testing.T) {
-	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0", "-forget-sessions-signal")
-	h := start(t, httpServer("remote", up.URL), nil)
-	h.waitState("ready", 1)
-	for i := 0; i < 3; i++ {
-		up.Cmd.Process.Signal(syscall.SIGUSR1)
-		up.WaitLine(t, "forgot", 10*time.Second)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		res, err := call(ctx, h.sup, "echo", `{"text":"still here"}`)
-		cancel()
-		if err != nil {
-			t.Fatalf("round %d: %v", i, err)
-		}
-		if got := text(t, res); got != "still here" {
-			t.Fatalf("round %d: %q", i, got)
-		}
+	for _, cp := range callPaths {
+		t.Run(cp.name, func(t *testing.T) {
+			up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0", "-forget-sessions-signal")
+			h := start(t, httpServer("remote", up.URL), nil)
+			h.waitState("ready", 1)
+			for i := 0; i < 3; i++ {
+				up.Cmd.Process.Signal(syscall.SIGUSR1)
+				up.WaitLine(t, "forgot", 10*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				res, err := cp.call(ctx, h.sup, "echo", `{"text":"still here"}`)
+				cancel()
+				if err != nil {
+					t.Fatalf("round %d: %v", i, err)
+				}
+				if got := text(t, res); got != "still here" {
+					t.Fatalf("round %d: %q", i, got)
+				}
+			}
+		})
 	}
 }
 
@@ -552,29 +584,33 @@ func TestStoppedSupervisorFailsCleanly(t *testing.T) {
 }
 
 func TestUnauthorizedReconnectsOnceThenNeedsReauth(t *testing.T) {
-	h, proxy := startBehindProxy(t, nil)
-	ctx := context.Background()
+	for _, cp := range callPaths {
+		t.Run(cp.name, func(t *testing.T) {
+			h, proxy := startBehindProxy(t, nil)
+			ctx := context.Background()
 
-	proxy.unauthNext.Store(1)
-	proxy.toolCalls.Store(0)
-	res, err := call(ctx, h.sup, "echo", `{"text":"authed"}`)
-	if err != nil {
-		t.Fatalf("one 401: %v", err)
-	}
-	if text(t, res) != "authed" || proxy.toolCalls.Load() != 2 {
-		t.Fatalf("one 401: result %q after %d attempts, want the retry's result after 2", text(t, res), proxy.toolCalls.Load())
-	}
+			proxy.unauthNext.Store(1)
+			proxy.toolCalls.Store(0)
+			res, err := cp.call(ctx, h.sup, "echo", `{"text":"authed"}`)
+			if err != nil {
+				t.Fatalf("one 401: %v", err)
+			}
+			if text(t, res) != "authed" || proxy.toolCalls.Load() != 2 {
+				t.Fatalf("one 401: result %q after %d attempts, want the retry's result after 2", text(t, res), proxy.toolCalls.Load())
+			}
 
-	h.waitState("ready", 2)
-	proxy.unauthNext.Store(2)
-	proxy.toolCalls.Store(0)
-	_, err = call(ctx, h.sup, "echo", `{"text":"x"}`)
-	var re *recovery.Error
-	if !errors.As(err, &re) || re.Class != recovery.Auth || !re.NeedsReauth || !strings.Contains(err.Error(), "needs_reauth") {
-		t.Fatalf("two 401s: err = %v, want a needs_reauth auth error", err)
-	}
-	if n := proxy.toolCalls.Load(); n != 2 {
-		t.Errorf("%d attempts, want exactly 2", n)
+			h.waitState("ready", 2)
+			proxy.unauthNext.Store(2)
+			proxy.toolCalls.Store(0)
+			_, err = cp.call(ctx, h.sup, "echo", `{"text":"x"}`)
+			var re *recovery.Error
+			if !errors.As(err, &re) || re.Class != recovery.Auth || !re.NeedsReauth || !strings.Contains(err.Error(), "needs_reauth") {
+				t.Fatalf("two 401s: err = %v, want a needs_reauth auth error", err)
+			}
+			if n := proxy.toolCalls.Load(); n != 2 {
+				t.Errorf("%d attempts, want exactly 2", n)
+			}
+		})
 	}
 }
 

@@ -65,6 +65,9 @@ type Flags struct {
 	ForgetSessionsSignal bool
 	// Stateless serves streamable HTTP without sessions.
 	Stateless bool
+	// JSONResponse answers streamable HTTP POSTs with one JSON body
+	// instead of an SSE stream.
+	JSONResponse bool
 	// ToolsSuffix, if set, adds a tool named "extra"+ToolsSuffix, so a test
 	// can change the tool set across restarts.
 	ToolsSuffix string
@@ -77,6 +80,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.SessionTTL, "session-ttl", 0, "with -http, forget sessions idle for `duration` (later requests get 404)")
 	fs.BoolVar(&f.ForgetSessionsSignal, "forget-sessions-signal", false, "with -http or -sse, drop all sessions on SIGUSR1")
 	fs.BoolVar(&f.Stateless, "stateless", false, "with -http, serve without sessions")
+	fs.BoolVar(&f.JSONResponse, "json-response", false, "with -http, answer requests with application/json instead of an SSE stream")
 	fs.StringVar(&f.ToolsSuffix, "tools-suffix", "", "add a tool named extra`S` (letters, digits, _ . -)")
 }
 
@@ -91,6 +95,8 @@ func (f *Flags) Validate() error {
 		return errors.New("-session-ttl requires -http")
 	case f.Stateless && f.HTTP == "":
 		return errors.New("-stateless requires -http")
+	case f.JSONResponse && f.HTTP == "":
+		return errors.New("-json-response requires -http")
 	case f.SessionTTL > 0 && f.Stateless:
 		return errors.New("-session-ttl has no effect with -stateless")
 	case f.ForgetSessionsSignal && f.HTTP == "" && f.SSE == "":
@@ -155,6 +161,7 @@ func Run(ctx context.Context, server *mcp.Server, f *Flags, log io.Writer) error
 			return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
 				Stateless:      f.Stateless,
 				SessionTimeout: f.SessionTTL,
+				JSONResponse:   f.JSONResponse,
 			})
 		}
 		return serveHTTP(ctx, server, f, log, f.HTTP, StreamablePath, newHandler)

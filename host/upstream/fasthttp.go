@@ -1,0 +1,341 @@
+package upstream
+
+/*
+Design note: the raw tools/call path over streamable HTTP.
+
+The go-sdk's streamable client decodes every response into typed values,
+hands each message through its connection's goroutines and re-encodes the
+result for the gateway. On the raw path (CallToolRaw) mcpvisor instead
+POSTs the downstream's params as they came, on the SDK session's own
+session id and protocol version, and reads the answer itself: a JSON body,
+or an SSE stream whose messages before the response are handled as the SDK
+client would handle them — progress and log notifications forwarded to the
+downstream (in order, before the result), list_changed and resource
+updates signalled, and server-to-client requests (sampling, elicitation,
+roots, ping) answered by a POST of their response. Errors are shaped as
+the SDK shapes them (404 on our session → mcp.ErrSessionMissing; a
+JSON-RPC error body kept; 401 typed by the transport's round tripper), so
+the recovery path classifies both paths alike.
+*/
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/rawjson"
+	"github.com/mcpvisor/mcpvisor/host/transport"
+)
+
+// maxHTTPMessage bounds one JSON body or SSE event from an upstream (the
+// SDK's line limit for stdio).
+const maxHTTPMessage = mcp.DefaultMaxLineLength
+
+// httpRaw reports whether sess can take the raw HTTP path.
+func (sess *session) httpRaw() bool {
+	return sess.hc != nil && sess.cs.ID() != ""
+}
+
+// httpCall sends one raw request on sess's HTTP session and returns its
+// raw result.
+func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string, params json.RawMessage) (json.RawMessage, error) {
+	id := fastIDPrefix + strconv.FormatUint(s.httpSeq.Add(1), 10)
+	summary := fmt.Sprintf("calling %q", method)
+	resp, err := s.httpPost(ctx, sess, transport.RawRequest(id, method, params))
+	if err != nil {
+		if ctx.Err() != nil {
+			// The request may have reached the upstream before the
+			// cancel did.
+			s.httpCancel(ctx, sess, id)
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%s: %w", summary, err)
+	}
+	defer func() {
+		// Drain a little so the connection can be reused.
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}()
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return nil, s.httpStatusError(sess, summary, resp)
+	}
+	var res *jsonrpc.Response
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mt {
+	case "application/json":
+		res, err = readJSONResponse(resp.Body, id)
+	case "text/event-stream":
+		res, err = s.readEventStream(ctx, sess, resp.Body, id)
+	default:
+		err = fmt.Errorf("unexpected content type %q", mt)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			s.httpCancel(ctx, sess, id)
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%s: %w", summary, err)
+	}
+	if res.Error != nil {
+		var wire *jsonrpc.Error
+		if errors.As(res.Error, &wire) {
+			return nil, wire
+		}
+		return nil, res.Error
+	}
+	return res.Result, nil
+}
+
+// httpPost POSTs one JSON-RPC message on sess's session. A canceled ctx
+// aborts it.
+func (s *Supervisor) httpPost(ctx context.Context, sess *session, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sess.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sess.cs.ID())
+	if ir := sess.cs.InitializeResult(); ir != nil {
+		req.Header.Set("Mcp-Protocol-Version", ir.ProtocolVersion)
+	}
+	resp, err := sess.hc.Do(req)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return resp, err
+}
+
+// httpStatusError shapes a non-2xx answer as the SDK's client does.
+func (s *Supervisor) httpStatusError(sess *session, summary string, resp *http.Response) error {
+	status := http.StatusText(resp.StatusCode)
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxHTTPMessage))
+	if msg, err := transport.DecodeMessage(body); err == nil {
+		if r, ok := msg.(*jsonrpc.Response); ok && r.Error != nil {
+			return fmt.Errorf("%s: %w: %v", summary, r.Error, status)
+		}
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%s: failed to connect (session ID: %v): %w", summary, sess.cs.ID(), mcp.ErrSessionMissing)
+	}
+	return fmt.Errorf("%s: %v", summary, status)
+}
+
+// httpCancel tells the upstream a raw call was canceled, as the SDK does
+// for its own calls; off the caller's path so a stuck peer cannot delay
+// the return.
+func (s *Supervisor) httpCancel(ctx context.Context, sess *session, id string) {
+	go func() {
+		p, _ := json.Marshal(&mcp.CancelledParams{RequestID: id, Reason: ctx.Err().Error()})
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
+		defer cancel()
+		if resp, err := s.httpPost(nctx, sess, rawNotification("notifications/cancelled", p)); err == nil {
+			resp.Body.Close()
+		}
+	}()
+}
+
+func rawNotification(method string, params json.RawMessage) []byte {
+	buf := append([]byte(`{"jsonrpc":"2.0","method":`), rawjson.Quote(method)...)
+	buf = append(buf, `,"params":`...)
+	buf = append(buf, params...)
+	return append(buf, '}')
+}
+
+// readJSONResponse reads a single-message JSON body answering id.
+func readJSONResponse(r io.Reader, id string) (*jsonrpc.Response, error) {
+	body, err := io.ReadAll(io.LimitReader(r, maxHTTPMessage+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxHTTPMessage {
+		return nil, fmt.Errorf("response longer than %d bytes", maxHTTPMessage)
+	}
+	msg, err := transport.DecodeMessage(body)
+	if err != nil {
+		return nil, err
+	}
+	res, ok := msg.(*jsonrpc.Response)
+	if !ok || res.ID.Raw() != id {
+		return nil, fmt.Errorf("the response body is not the answer to request %s", id)
+	}
+	return res, nil
+}
+
+// readEventStream reads an SSE response until the response to id,
+// handling every message before it.
+func (s *Supervisor) readEventStream(ctx context.Context, sess *session, r io.Reader, id string) (*jsonrpc.Response, error) {
+	br := bufio.NewReaderSize(r, 16<<10)
+	var data []byte
+	event := ""
+	for {
+		line, err := readSSELine(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, errors.New("the upstream ended the response stream without answering")
+			}
+			return nil, err
+		}
+		if len(line) > 0 {
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			switch string(field) {
+			case "data":
+				if data != nil {
+					data = append(data, '\n')
+				}
+				data = append(data, value...)
+				if len(data) > maxHTTPMessage {
+					return nil, fmt.Errorf("event longer than %d bytes", maxHTTPMessage)
+				}
+			case "event":
+				event = string(value)
+			}
+			continue
+		}
+		// A blank line dispatches the event.
+		payload, kind := data, event
+		data, event = nil, ""
+		if payload == nil || (kind != "" && kind != "message") {
+			continue
+		}
+		msg, err := transport.DecodeMessage(payload)
+		if err != nil {
+			return nil, err
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			if m.ID.Raw() == id {
+				return m, nil
+			}
+		case *jsonrpc.Request:
+			if m.IsCall() {
+				s.answerHTTP(ctx, sess, m)
+			} else {
+				s.httpNotification(m)
+			}
+		}
+	}
+}
+
+// readSSELine returns the next line without its line ending.
+func readSSELine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		buf := append([]byte(nil), line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = br.ReadSlice('\n')
+			buf = append(buf, line...)
+			if len(buf) > maxHTTPMessage {
+				return nil, fmt.Errorf("event line longer than %d bytes", maxHTTPMessage)
+			}
+		}
+		line = buf
+	}
+	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+		return nil, err
+	}
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r")), nil
+}
+
+// httpNotification handles a notification that came on a call's stream as
+// the SDK client's handlers would.
+func (s *Supervisor) httpNotification(req *jsonrpc.Request) {
+	switch req.Method {
+	case methodProgress:
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(req.Params, &p) == nil {
+			s.forwardProgress(&p)
+		}
+	case methodLog:
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(req.Params, &p) == nil {
+			s.forwardLog(&p)
+		}
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
+		signal(s.relist)
+	case "notifications/resources/updated":
+		var p mcp.ResourceUpdatedNotificationParams
+		if json.Unmarshal(req.Params, &p) == nil && s.opts.OnResourceUpdated != nil {
+			s.opts.OnResourceUpdated(s.name, &p)
+		}
+	default:
+		s.logger.Debug("notification on a call's stream ignored", "method", req.Method)
+	}
+}
+
+// answerHTTP answers a server-to-client request that came on a call's
+// stream, as the SDK client's handlers would, and POSTs the response.
+func (s *Supervisor) answerHTTP(ctx context.Context, sess *session, req *jsonrpc.Request) {
+	var (
+		result any
+		err    error
+	)
+	switch req.Method {
+	case "ping":
+		result = struct{}{}
+	case "roots/list":
+		p := &mcp.ListRootsParams{}
+		if err = unmarshalParams(req.Params, p); err == nil {
+			if f := s.latestFlight(); f != nil {
+				result, err = f.d.ListRoots(f.ctx, p)
+			} else {
+				// The supervisor's own client has no roots.
+				result = &mcp.ListRootsResult{Roots: []*mcp.Root{}}
+			}
+		}
+	case "sampling/createMessage":
+		p := &mcp.CreateMessageParams{}
+		if err = unmarshalParams(req.Params, p); err == nil {
+			result, err = s.onCreateMessage(ctx, &mcp.CreateMessageRequest{Params: p})
+		}
+	case "elicitation/create":
+		p := &mcp.ElicitParams{}
+		if err = unmarshalParams(req.Params, p); err == nil {
+			result, err = s.onElicit(ctx, &mcp.ElicitRequest{Params: p})
+		}
+	default:
+		err = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q not supported by this client", req.Method)}
+	}
+	resp := &jsonrpc.Response{ID: req.ID}
+	if err != nil {
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) {
+			wire = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		resp.Error = wire
+	} else if resp.Result, err = json.Marshal(result); err != nil {
+		resp.Result, resp.Error = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	body, err := jsonrpc.EncodeMessage(resp)
+	if err == nil {
+		var hr *http.Response
+		if hr, err = s.httpPost(ctx, sess, body); err == nil {
+			hr.Body.Close()
+		}
+	}
+	if err != nil {
+		s.logger.Debug("answering a request on a call's stream failed", "method", req.Method, "error", err)
+	}
+}
+
+func unmarshalParams(raw json.RawMessage, p any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw, p); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	return nil
+}
