@@ -7,11 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/gateway"
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 	"github.com/mcpvisor/mcpvisor/host/transport"
 )
@@ -29,7 +32,7 @@ import (
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "notes", testutil.Mcpvisor))
+	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "notes", "everything", testutil.Mcpvisor))
 }
 
 // testLogOutput, when set, receives the host's logs (server stderr lines
@@ -53,15 +56,30 @@ func startHost(t *testing.T, src string, clientOpts *mcp.ClientOptions) (*host.H
 	return startHostWithClient(t, src, clientOpts, nil, inMemory, nil)
 }
 
-// downstreamLink makes the two ends between a test's client and the
-// gateway.
-type downstreamLink func(t *testing.T) (client, server mcp.Transport)
+// downstreamLink connects a test's client to gateway g: it starts serving
+// (until the test ends) and returns the client's transport.
+type downstreamLink func(t *testing.T, g *gateway.Gateway) mcp.Transport
 
-func inMemory(*testing.T) (mcp.Transport, mcp.Transport) { return mcp.NewInMemoryTransports() }
+// serveOver serves g on st until the test ends.
+func serveOver(t *testing.T, g *gateway.Gateway, st mcp.Transport) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.ServeTransport(ctx, st) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+func inMemory(t *testing.T, g *gateway.Gateway) mcp.Transport {
+	ct, st := mcp.NewInMemoryTransports()
+	serveOver(t, g, st)
+	return ct
+}
 
 // linePipes joins the client over OS pipes to the gateway's own line
 // transport: what `run --stdio` serves on stdin and stdout.
-func linePipes(t *testing.T) (mcp.Transport, mcp.Transport) {
+func linePipes(t *testing.T, g *gateway.Gateway) mcp.Transport {
 	t.Helper()
 	upR, upW, err := os.Pipe() // client → gateway
 	if err != nil {
@@ -76,7 +94,16 @@ func linePipes(t *testing.T) (mcp.Transport, mcp.Transport) {
 			f.Close()
 		}
 	})
-	return &mcp.IOTransport{Reader: downR, Writer: upW}, transport.NewLineTransport(upR, downW)
+	serveOver(t, g, transport.NewLineTransport(upR, downW))
+	return &mcp.IOTransport{Reader: downR, Writer: upW}
+}
+
+// overHTTP serves the gateway's streamable HTTP handler on a loopback
+// port.
+func overHTTP(t *testing.T, g *gateway.Gateway) mcp.Transport {
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+	return &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}
 }
 
 func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions, setup func(*mcp.Client), link downstreamLink, so *mcp.ClientSessionOptions) (*host.Host, *mcp.ClientSession) {
@@ -107,10 +134,7 @@ func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions
 			t.Fatalf("server %s is %s: %s", st.Name, st.State, st.LastError)
 		}
 	}
-	ct, st := link(t)
-	srvCtx, srvCancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Gateway().ServeTransport(srvCtx, st) }()
+	ct := link(t, h.Gateway())
 	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, clientOpts)
 	if setup != nil {
 		setup(client)
@@ -119,11 +143,7 @@ func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cs.Close()
-		srvCancel()
-		<-done
-	})
+	t.Cleanup(func() { cs.Close() })
 	return h, cs
 }
 
@@ -412,21 +432,78 @@ server "wrapped" {
 // client that made the call. (Server-to-client requests exist only on the
 // session-based protocol; 2026-07-28 replaces them with input-required
 // results.)
+//
+// Over HTTP the call takes the fast path, whose answer becomes an SSE
+// stream to carry the roots/list request, and the client's answer is POSTed
+// back to the gateway.
 func TestRootsForwarded(t *testing.T) {
-	src := fmt.Sprintf(`server "echo" {
+	for name, link := range map[string]downstreamLink{"in-memory": inMemory, "http": overHTTP} {
+		t.Run(name, func(t *testing.T) {
+			src := fmt.Sprintf(`server "echo" {
   command = %q
 }
 `, bins["echo"])
-	client := &mcp.ClientOptions{}
-	_, cs := startHostWithClient(t, src, client, func(c *mcp.Client) {
-		c.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
-	}, inMemory, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo__roots"})
-	if err != nil {
+			h, cs := startHostWithClient(t, src, nil, func(c *mcp.Client) {
+				c.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
+			}, link, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			before := h.Gateway().FastCalls()
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo__roots"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := textOf(t, res.Content[0]); got != "file:///work/project" {
+				t.Fatalf("upstream saw roots %q, want the downstream client's", got)
+			}
+			if name == "http" && h.Gateway().FastCalls() == before {
+				t.Error("the call did not take the HTTP fast path")
+			}
+		})
+	}
+}
+
+// A client that asked for log messages gets them on the call's own stream,
+// before the result: over HTTP such calls are left to the SDK path.
+func TestLogsReachLoggingClientOverHTTP(t *testing.T) {
+	src := fmt.Sprintf(`server "ev" {
+  command = %q
+}
+`, bins["everything"])
+	var (
+		mu   sync.Mutex
+		logs []string
+	)
+	client := &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+		mu.Lock()
+		logs = append(logs, fmt.Sprint(req.Params.Data))
+		mu.Unlock()
+	}}
+	h, cs := startHostWithClient(t, src, client, nil, overHTTP, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := h.Gateway().FastCalls()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__test_tool_with_logging"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := textOf(t, res.Content[0]); got != "file:///work/project" {
-		t.Fatalf("upstream saw roots %q, want the downstream client's", got)
+	if h.Gateway().FastCalls() == before {
+		t.Fatal("a call before logging/setLevel did not take the fast path")
+	}
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	logs = nil
+	mu.Unlock()
+	before = h.Gateway().FastCalls()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__test_tool_with_logging"}); err != nil {
+		t.Fatal(err)
+	}
+	if h.Gateway().FastCalls() != before {
+		t.Error("a call of a client with a log level took the fast path")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logs) != 3 || logs[2] != "Tool execution completed" {
+		t.Errorf("logs before the result: %q, want the tool's three", logs)
 	}
 }
 
@@ -611,11 +688,13 @@ func TestRunSIGHUPReloads(t *testing.T) {
 // path gives: every content type, structuredContent, isError, _meta, the
 // upstream's JSON-RPC error with code and data, crash handling, and cancel.
 // The fast path forwards every kind of result and error as the SDK path
-// would, with the client on in-memory transports and on the line transport
-// `run --stdio` serves (which writes results as the upstream's bytes).
+// would, with the client on in-memory transports, on the line transport
+// `run --stdio` serves (which writes results as the upstream's bytes), and
+// on streamable HTTP (which the gateway answers itself).
 func TestFastPathFidelity(t *testing.T) {
 	t.Run("in-memory", func(t *testing.T) { testFastPathFidelity(t, inMemory) })
 	t.Run("line", func(t *testing.T) { testFastPathFidelity(t, linePipes) })
+	t.Run("http", func(t *testing.T) { testFastPathFidelity(t, overHTTP) })
 }
 
 func testFastPathFidelity(t *testing.T, link downstreamLink) {

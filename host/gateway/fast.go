@@ -193,51 +193,9 @@ func (c *fastConn) take(req *jsonrpc.Request) (call func()) {
 	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion >= statelessProtocolVersion {
 		return nil
 	}
-	// One walk of the top level: the name to route by, and whether a
-	// progress token needs the SDK path. Params are valid JSON (the
-	// connection decoded them), and whatever else they hold passes on as
-	// it came.
-	params := req.Params
-	nameAt, metaAt := [2]int{-1, -1}, [2]int{-1, -1}
-	if !rawjson.Members(params, func(key string, start, end int) bool {
-		switch key {
-		case "name":
-			nameAt = [2]int{start, end}
-		case "_meta":
-			metaAt = [2]int{start, end}
-		}
-		return true
-	}) {
-		return nil
-	}
-	if nameAt[0] < 0 || params[nameAt[0]] != '"' {
-		return nil
-	}
-	name := rawjson.Unquote(params[nameAt[0]:nameAt[1]])
-	if metaAt[0] >= 0 {
-		meta := params[metaAt[0]:metaAt[1]]
-		progress := false
-		if string(meta) != "null" && !rawjson.Members(meta, func(key string, _, _ int) bool {
-			progress = progress || key == "progressToken"
-			return !progress
-		}) {
-			return nil
-		}
-		if progress {
-			return nil
-		}
-	}
-	e, ok := c.t.g.registry.LookupTool(name)
+	tc, ok := c.t.g.fastTarget(req.Params)
 	if !ok {
 		return nil
-	}
-	if e.Original != name {
-		// Splice the original name in place of the exposed one.
-		q := rawjson.Quote(e.Original)
-		p := make(json.RawMessage, 0, len(params)-(nameAt[1]-nameAt[0])+len(q))
-		p = append(p, params[:nameAt[0]]...)
-		p = append(p, q...)
-		params = append(p, params[nameAt[1]:]...)
 	}
 
 	c.t.g.fastCalls.Add(1)
@@ -258,12 +216,12 @@ func (c *fastConn) take(req *jsonrpc.Request) (call func()) {
 			c.mu.Unlock()
 			cancel()
 		}()
-		c.run(ctx, req.ID, e.Server, e.Original, params)
+		c.run(ctx, req.ID, tc)
 	}
 }
 
 // run makes one fast call and answers it.
-func (c *fastConn) run(ctx context.Context, id jsonrpc.ID, server, tool string, params json.RawMessage) {
+func (c *fastConn) run(ctx context.Context, id jsonrpc.ID, tc fastCallTarget) {
 	// The result is written by whichever goroutine has it first: the
 	// upstream's reader (early) or this one. delivered makes sure the
 	// client never gets two responses to one request.
@@ -273,7 +231,7 @@ func (c *fastConn) run(ctx context.Context, id jsonrpc.ID, server, tool string, 
 			c.writeResult(id, res)
 		}
 	}
-	res, err := c.t.rb.CallToolRaw(ctx, server, tool, params, early)
+	res, err := c.t.rb.CallToolRaw(ctx, tc.server, tc.tool, tc.params, early)
 	if !delivered.CompareAndSwap(false, true) {
 		return
 	}
@@ -284,17 +242,78 @@ func (c *fastConn) run(ctx context.Context, id jsonrpc.ID, server, tool string, 
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return // the client canceled: no response, as the SDK does
 	}
-	resp := &jsonrpc.Response{ID: id}
-	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
-		resp.Error = wire
-	} else {
-		// What the SDK server writes for a handler's error.
-		resp.Error = &jsonrpc.Error{Message: err.Error()}
-	}
+	resp := &jsonrpc.Response{ID: id, Error: wireError(err)}
 	if werr := c.Connection.Write(context.Background(), resp); werr != nil {
 		c.t.g.logger.Debug("writing a tools/call response failed", "error", werr)
 	}
+}
+
+// fastCallTarget is a tools/call the fast path forwards: the route, and
+// the params to send upstream (naming the original tool).
+type fastCallTarget struct {
+	server, tool string
+	params       json.RawMessage
+}
+
+// fastTarget decides whether a tools/call with params can take the fast
+// path: its tool is known and it carries no progress token (progress is
+// forwarded by the SDK path). Params are valid JSON (the connection decoded
+// them); one walk of their top level finds the name, and everything else
+// passes on as it came.
+func (g *Gateway) fastTarget(params json.RawMessage) (fastCallTarget, bool) {
+	nameAt, metaAt := [2]int{-1, -1}, [2]int{-1, -1}
+	if !rawjson.Members(params, func(key string, start, end int) bool {
+		switch key {
+		case "name":
+			nameAt = [2]int{start, end}
+		case "_meta":
+			metaAt = [2]int{start, end}
+		}
+		return true
+	}) {
+		return fastCallTarget{}, false
+	}
+	if nameAt[0] < 0 || params[nameAt[0]] != '"' {
+		return fastCallTarget{}, false
+	}
+	name := rawjson.Unquote(params[nameAt[0]:nameAt[1]])
+	if metaAt[0] >= 0 {
+		meta := params[metaAt[0]:metaAt[1]]
+		progress := false
+		if string(meta) != "null" && !rawjson.Members(meta, func(key string, _, _ int) bool {
+			progress = progress || key == "progressToken"
+			return !progress
+		}) {
+			return fastCallTarget{}, false
+		}
+		if progress {
+			return fastCallTarget{}, false
+		}
+	}
+	e, ok := g.registry.LookupTool(name)
+	if !ok {
+		return fastCallTarget{}, false
+	}
+	if e.Original != name {
+		// Splice the original name in place of the exposed one.
+		q := rawjson.Quote(e.Original)
+		p := make(json.RawMessage, 0, len(params)-(nameAt[1]-nameAt[0])+len(q))
+		p = append(p, params[:nameAt[0]]...)
+		p = append(p, q...)
+		params = append(p, params[nameAt[1]:]...)
+	}
+	return fastCallTarget{server: e.Server, tool: e.Original, params: params}, true
+}
+
+// wireError is the JSON-RPC error a fast call answers err with: an
+// upstream's own JSON-RPC error unchanged, anything else as the SDK server
+// writes a handler's error.
+func wireError(err error) *jsonrpc.Error {
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		return wire
+	}
+	return &jsonrpc.Error{Message: err.Error()}
 }
 
 // writeResult answers request id with a raw result.

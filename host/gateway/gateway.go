@@ -94,7 +94,9 @@ type Gateway struct {
 	subMu sync.Mutex
 	subs  map[string]map[*mcp.ServerSession]bool
 
-	fastCalls atomic.Uint64 // tools/call requests served by the fast path
+	fastCalls  atomic.Uint64 // tools/call requests served by a fast path
+	rawBackend RawBackend    // the backend, when it has a raw path
+	hf         httpFast
 }
 
 // unsubscribeTimeout bounds the upstream unsubscribe made on behalf of a
@@ -122,6 +124,14 @@ func New(opts Options) *Gateway {
 		backend:  opts.Backend,
 		registry: opts.Registry,
 		subs:     map[string]map[*mcp.ServerSession]bool{},
+		hf: httpFast{
+			inflight: map[string]context.CancelFunc{},
+			pending:  map[string]*clientRequest{},
+			logging:  map[*mcp.ServerSession]bool{},
+		},
+	}
+	if rb, ok := opts.Backend.(RawBackend); ok && opts.Registry != nil {
+		g.rawBackend = rb
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Logger: newSlogLogger(opts.Logger.Named("mcp")),
@@ -136,6 +146,7 @@ func New(opts Options) *Gateway {
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
 	})
+	g.server.AddReceivingMiddleware(g.trackLogLevel)
 	return g
 }
 
@@ -151,11 +162,10 @@ func (g *Gateway) ServeStdio(ctx context.Context) error {
 // ServeTransport serves one client over t until ctx is done or the client
 // goes away. With a RawBackend, tools/call takes the fast path (fast.go).
 func (g *Gateway) ServeTransport(ctx context.Context, t mcp.Transport) error {
-	rb, ok := g.backend.(RawBackend)
-	if !ok || g.registry == nil {
+	if g.rawBackend == nil {
 		return g.server.Run(ctx, t)
 	}
-	ft := &fastTransport{Transport: t, g: g, rb: rb}
+	ft := &fastTransport{Transport: t, g: g, rb: g.rawBackend}
 	ss, err := g.server.Connect(ctx, ft, nil)
 	if err != nil {
 		return err

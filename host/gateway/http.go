@@ -22,7 +22,8 @@ const statelessProtocolVersion = "2026-07-28"
 // token is configured. The go-sdk handler behind them rejects a non-loopback
 // Host header on a loopback listener (DNS rebinding) and answers an unknown
 // session id with 404. Clients speaking 2026-07-28 or later are served
-// statelessly, older ones with sessions.
+// statelessly, older ones with sessions; their tools/call requests take the
+// fast path when they can (fasthttp.go).
 func (g *Gateway) HTTPHandler() http.Handler {
 	g.httpOnce.Do(func() {
 		getServer := func(*http.Request) *mcp.Server { return g.server }
@@ -32,6 +33,9 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		byVersion := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessProtocolVersion {
 				stateless.ServeHTTP(w, r)
+				return
+			}
+			if g.rawBackend != nil && g.serveFast(w, r) {
 				return
 			}
 			stateful.ServeHTTP(w, r)

@@ -1,0 +1,441 @@
+package gateway
+
+/*
+Design note: the streamable HTTP fast path for tools/call.
+
+On HTTP the go-sdk server costs more per call than on stdio: every POST
+goes through its session's stream machinery and answers on an SSE stream.
+For a tools/call on a known session the gateway answers the POST itself
+with the backend's raw result: application/json when nothing else is sent
+for the call (the common case), or an SSE stream the moment the call needs
+one — a server-to-client request of the upstream (roots/list) goes out on
+that stream as the SDK would send it, and the client's answer, POSTed back,
+is taken by the gateway. Everything else goes to the SDK handler
+unchanged, as do calls the fast path cannot serve exactly as the SDK
+would:
+
+  - a session on 2026-07-28 or later (the SDK server shapes those results),
+    or a request whose protocol version header differs from the session's;
+  - a progress token (the SDK path forwards progress on the request's
+    stream);
+  - a client that declared sampling or elicitation, or that set a log level
+    (those messages belong on the request's stream too);
+  - a request the SDK would refuse (Host header not loopback on a loopback
+    listener, wrong Content-Type or Accept): the SDK answers it as before.
+*/
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/transport"
+)
+
+// maxFastBody bounds the POST bodies the fast path reads; a longer one goes
+// to the SDK handler, which applies its own limits.
+const maxFastBody = 4 << 20
+
+// clientRequestPrefix starts the ids of the requests the gateway sends to a
+// client on a fast call's stream.
+const clientRequestPrefix = "mcpvisor-rq-"
+
+// httpFast is the gateway's state for HTTP fast calls.
+type httpFast struct {
+	mu sync.Mutex
+	// inflight are the running fast calls by session id and request id,
+	// for notifications/cancelled.
+	inflight map[string]context.CancelFunc
+	// pending are requests sent to clients on a fast call's stream, by id.
+	pending map[string]*clientRequest
+	seq     uint64
+	// logging holds the sessions whose client set a log level.
+	logging map[*mcp.ServerSession]bool
+}
+
+type clientRequest struct {
+	sessionID string
+	ch        chan *jsonrpc.Response
+}
+
+// serveFast answers r on the fast path and reports true, or leaves r (with
+// its body intact) to the SDK handler and reports false.
+func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request) bool {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if r.Method != http.MethodPost || sid == "" || !jsonContent(r) || rebindingSuspect(r) {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxFastBody+1))
+	// Whatever happens next, the SDK handler can still read the body.
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	if err != nil || len(body) > maxFastBody {
+		return false
+	}
+	msg, err := transport.DecodeMessage(body)
+	if err != nil {
+		return false
+	}
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		return g.takeClientResponse(w, sid, m)
+	case *jsonrpc.Request:
+		if !m.IsCall() {
+			if m.Method == "notifications/cancelled" {
+				g.cancelFastHTTP(sid, m.Params)
+			}
+			return false // the SDK session sees every notification
+		}
+		if m.Method != "tools/call" {
+			return false
+		}
+		ss := g.sessionByID(sid)
+		if ss == nil || !g.fastHTTPSession(r, ss) {
+			return false
+		}
+		tc, ok := g.fastTarget(m.Params)
+		if !ok {
+			return false
+		}
+		g.fastCalls.Add(1)
+		g.runFastHTTP(w, r, ss, sid, m.ID, tc)
+		return true
+	}
+	return false
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// jsonContent reports whether r is a JSON body a client can take back
+// either as JSON or as an event stream, as streamable HTTP requires.
+func jsonContent(r *http.Request) bool {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return false
+	}
+	jsonOK, streamOK := false, false
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+			switch mt {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
+}
+
+// rebindingSuspect reports a request the SDK handler refuses as a DNS
+// rebinding attempt: a non-loopback Host header on a loopback listener.
+func rebindingSuspect(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil || !loopbackHostPort(local.String()) {
+		return false
+	}
+	return !loopbackHostPort(r.Host)
+}
+
+func loopbackHostPort(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// sessionByID returns the live session with id, or nil.
+func (g *Gateway) sessionByID(id string) *mcp.ServerSession {
+	for ss := range g.server.Sessions() {
+		if ss.ID() == id {
+			return ss
+		}
+	}
+	return nil
+}
+
+// fastHTTPSession reports whether calls on ss, made with r's headers, can
+// take the fast path (see the design note).
+func (g *Gateway) fastHTTPSession(r *http.Request, ss *mcp.ServerSession) bool {
+	ip := ss.InitializeParams()
+	if ip == nil || ip.ProtocolVersion >= statelessProtocolVersion {
+		return false
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != ip.ProtocolVersion {
+		return false
+	}
+	if c := ip.Capabilities; c != nil && (c.Sampling != nil || c.Elicitation != nil) {
+		return false
+	}
+	g.hf.mu.Lock()
+	defer g.hf.mu.Unlock()
+	return !g.hf.logging[ss]
+}
+
+// trackLogLevel notes the sessions whose client set a log level: log
+// messages for them must travel on the request's stream, which the fast
+// path leaves to the SDK.
+func (g *Gateway) trackLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "logging/setLevel" || err != nil {
+			return res, err
+		}
+		ss, ok := req.GetSession().(*mcp.ServerSession)
+		if !ok {
+			return res, err
+		}
+		live := map[*mcp.ServerSession]bool{}
+		for s := range g.server.Sessions() {
+			live[s] = true
+		}
+		g.hf.mu.Lock()
+		for s := range g.hf.logging {
+			if !live[s] {
+				delete(g.hf.logging, s) // ended sessions
+			}
+		}
+		g.hf.logging[ss] = true
+		g.hf.mu.Unlock()
+		return res, err
+	}
+}
+
+// runFastHTTP makes one fast call for a POST and answers it.
+func (g *Gateway) runFastHTTP(w http.ResponseWriter, r *http.Request, ss *mcp.ServerSession, sid string, id jsonrpc.ID, tc fastCallTarget) {
+	out := &fastResponse{w: w}
+	down := &httpDownstream{ServerSession: ss, g: g, sid: sid, out: out}
+	ctx, cancel := context.WithCancel(withDownstream(r.Context(), down))
+	defer cancel()
+	key := sid + "/" + idKey(id)
+	g.hf.mu.Lock()
+	g.hf.inflight[key] = cancel
+	g.hf.mu.Unlock()
+	defer func() {
+		g.hf.mu.Lock()
+		delete(g.hf.inflight, key)
+		g.hf.mu.Unlock()
+	}()
+
+	res, err := g.rawBackend.CallToolRaw(ctx, tc.server, tc.tool, tc.params, nil)
+	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		out.close() // the client canceled or went away: no response
+		return
+	}
+	var msg []byte
+	if err == nil {
+		msg = rawResult(id, res)
+	} else if msg, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: wireError(err)}); err != nil {
+		g.logger.Debug("encoding a tools/call error failed", "error", err)
+		return
+	}
+	out.finish(msg)
+}
+
+// rawResult encodes a response around a result that is already JSON.
+func rawResult(id jsonrpc.ID, result json.RawMessage) []byte {
+	idJSON, _ := json.Marshal(id.Raw())
+	buf := make([]byte, 0, len(result)+len(idJSON)+32)
+	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
+	buf = append(buf, idJSON...)
+	buf = append(buf, `,"result":`...)
+	buf = append(buf, result...)
+	return append(buf, '}')
+}
+
+// cancelFastHTTP ends the fast call a notifications/cancelled names.
+func (g *Gateway) cancelFastHTTP(sid string, raw json.RawMessage) {
+	var p cancelParams
+	if json.Unmarshal(raw, &p) != nil || p.RequestID == nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	g.hf.mu.Lock()
+	cancel := g.hf.inflight[sid+"/"+idKey(id)]
+	g.hf.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// takeClientResponse hands a client's answer to a request sent on a fast
+// call's stream to the call waiting for it (202 Accepted), or reports false.
+func (g *Gateway) takeClientResponse(w http.ResponseWriter, sid string, resp *jsonrpc.Response) bool {
+	key, ok := resp.ID.Raw().(string)
+	if !ok || !strings.HasPrefix(key, clientRequestPrefix) {
+		return false
+	}
+	g.hf.mu.Lock()
+	cr := g.hf.pending[key]
+	if cr != nil && cr.sessionID == sid {
+		delete(g.hf.pending, key)
+	} else {
+		cr = nil
+	}
+	g.hf.mu.Unlock()
+	if cr == nil {
+		return false
+	}
+	cr.ch <- resp
+	w.WriteHeader(http.StatusAccepted)
+	return true
+}
+
+// fastResponse is the answer to one fast POST: JSON unless something had
+// to be sent before the result, which makes it an SSE stream.
+type fastResponse struct {
+	mu        sync.Mutex
+	w         http.ResponseWriter
+	streaming bool
+	done      bool
+}
+
+// event sends msg ahead of the result, as an SSE event.
+func (o *fastResponse) event(msg []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done {
+		return errors.New("the call has already been answered")
+	}
+	if !o.streaming {
+		o.streaming = true
+		h := o.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache, no-transform")
+		o.w.WriteHeader(http.StatusOK)
+	}
+	return o.writeEvent(msg)
+}
+
+func (o *fastResponse) writeEvent(msg []byte) error {
+	buf := make([]byte, 0, len(msg)+24)
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, msg...)
+	buf = append(buf, "\n\n"...)
+	if _, err := o.w.Write(buf); err != nil {
+		return err
+	}
+	if f, ok := o.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return nil
+}
+
+// finish answers the call with msg.
+func (o *fastResponse) finish(msg []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done {
+		return
+	}
+	o.done = true
+	if o.streaming {
+		o.writeEvent(msg)
+		return
+	}
+	h := o.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(msg)))
+	o.w.WriteHeader(http.StatusOK)
+	o.w.Write(msg)
+}
+
+// close ends the response without an answer.
+func (o *fastResponse) close() {
+	o.mu.Lock()
+	o.done = true
+	o.mu.Unlock()
+}
+
+// httpDownstream is the client of a fast HTTP call as the backend sees it:
+// the SDK session, except that what belongs on the request's own stream
+// (progress, and requests for the client's roots) goes on the fast
+// response's stream.
+type httpDownstream struct {
+	*mcp.ServerSession
+	g   *Gateway
+	sid string
+	out *fastResponse
+}
+
+func (d *httpDownstream) NotifyProgress(ctx context.Context, p *mcp.ProgressNotificationParams) error {
+	params, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	msg, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/progress", Params: params})
+	if err != nil {
+		return err
+	}
+	return d.out.event(msg)
+}
+
+func (d *httpDownstream) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	raw, err := d.request(ctx, "roots/list", p)
+	if err != nil {
+		return nil, err
+	}
+	var res mcp.ListRootsResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("roots/list: decoding the client's answer: %w", err)
+	}
+	return &res, nil
+}
+
+// request sends a request to the client on the call's stream and waits for
+// the answer the client POSTs back.
+func (d *httpDownstream) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	hf := &d.g.hf
+	hf.mu.Lock()
+	hf.seq++
+	key := clientRequestPrefix + strconv.FormatUint(hf.seq, 10)
+	cr := &clientRequest{sessionID: d.sid, ch: make(chan *jsonrpc.Response, 1)}
+	hf.pending[key] = cr
+	hf.mu.Unlock()
+	defer func() {
+		hf.mu.Lock()
+		delete(hf.pending, key)
+		hf.mu.Unlock()
+	}()
+	if err := d.out.event(transport.RawRequest(key, method, raw)); err != nil {
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	select {
+	case resp := <-cr.ch:
+		if resp.Error != nil {
+			return nil, resp.Error
+		}
+		return resp.Result, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
