@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -34,7 +35,8 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/upstream"
 )
 
-// bins holds the binaries built by TestMain: "echo" and "mcpvisor".
+// bins holds the binaries built by TestMain: "echo", "mcpvisor" and
+// "refproxy".
 var bins map[string]string
 
 func TestMain(m *testing.M) {
@@ -44,7 +46,25 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		os.Exit(m.Run())
 	}
-	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", testutil.Mcpvisor))
+	dir, err := os.MkdirTemp("", "mcpvisor-bench")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	refproxy := filepath.Join(dir, "refproxy")
+	cmd := exec.Command("go", "build", "-o", refproxy, "./host/bench/internal/refproxy")
+	cmd.Dir = testutil.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building refproxy: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := testutil.BuildAndRun(m, func(b map[string]string) {
+		bins = b
+		bins["refproxy"] = refproxy
+	}, "echo", testutil.Mcpvisor)
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // echoParams is the call every row makes: the smallest tool call there is,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,21 +70,45 @@ func sessionCaller(cs *mcp.ClientSession, tool string) caller {
 // MCP round trip that any proxy pays.
 func BenchmarkCallOverhead(b *testing.B) {
 	setups := []struct {
-		name  string
-		setup func(*testing.B) (direct, proxied caller)
+		name      string
+		setup     func(*testing.B) (direct, proxied caller)
+		reference bool
 	}{
-		{"stdio", stdioPair},
-		{"http", httpPair},
-		{"library", libraryPair},
+		{"stdio", stdioPair, false},
+		{"http", httpPair, false},
+		{"library", libraryPair, false},
+		{"refproxy-stdio", refStdioPair, true},
+		{"refproxy-http", refHTTPPair, true},
 	}
 	for _, s := range setups {
 		for _, conc := range []int{1, overheadConcurrency} {
 			b.Run(fmt.Sprintf("%s/c%d", s.name, conc), func(b *testing.B) {
 				direct, proxied := s.setup(b)
-				measureOverhead(b, conc, direct, proxied)
+				measureOverhead(b, conc, direct, proxied, s.reference)
 			})
 		}
 	}
+}
+
+// refStdioPair is stdioPair with refproxy -stdio (a byte relay, no MCP) in
+// mcpvisor's place: the least a second process on the path adds here.
+func refStdioPair(b *testing.B) (direct, proxied caller) {
+	direct = sessionCaller(connect(b, &mcp.CommandTransport{Command: exec.Command(bins["echo"])}), "echo")
+	relay := exec.Command(bins["refproxy"], "-stdio", "--", bins["echo"])
+	proxied = sessionCaller(connect(b, &mcp.CommandTransport{Command: relay}), "echo")
+	return direct, proxied
+}
+
+// refHTTPPair is httpPair with refproxy -http (net/http's reverse proxy,
+// no MCP) in mcpvisor's place.
+func refHTTPPair(b *testing.B) (direct, proxied caller) {
+	up := testutil.StartServer(b, bins["echo"], "-http", "127.0.0.1:0")
+	hc := httpClient(b)
+	direct = sessionCaller(connect(b, &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc}), "echo")
+	base := strings.TrimSuffix(up.URL, "/mcp")
+	ref := testutil.StartServer(b, bins["refproxy"], "-http", "127.0.0.1:0", "-to", base)
+	proxied = sessionCaller(connect(b, &mcp.StreamableClientTransport{Endpoint: ref.URL + "/mcp", HTTPClient: hc}), "echo")
+	return direct, proxied
 }
 
 // stdioPair starts echo over stdio for the direct side and `mcpvisor run
@@ -147,7 +172,10 @@ func libraryPair(b *testing.B) (direct, proxied caller) {
 // throughput at c=32), per-side p50, the added p50 and the throughput
 // ratio proxied/direct. ns/op is suppressed: one iteration is a pair of
 // chunks, which says nothing by itself.
-func measureOverhead(b *testing.B, conc int, direct, proxied caller) {
+//
+// A reference row (reference true) has a bare relay in mcpvisor's place: it
+// has no target and says so.
+func measureOverhead(b *testing.B, conc int, direct, proxied caller, reference bool) {
 	ctx := context.Background()
 	// Warm both paths: connections, buffers, the first-call costs of the
 	// SDK and the registry.
@@ -199,10 +227,15 @@ func measureOverhead(b *testing.B, conc int, direct, proxied caller) {
 	b.ReportMetric(micros(added), "added-p50-µs")
 	b.ReportMetric(ratio, "throughput-ratio")
 
-	if conc == 1 {
+	switch {
+	case reference && conc == 1:
+		b.Logf("reference (no target): a bare relay adds %.1f µs p50; %d calls per side", micros(added), d.calls)
+	case reference:
+		b.Logf("reference (no target): throughput through a bare relay %.0f%% of direct at c=%d; %d calls per side", 100*ratio, conc, d.calls)
+	case conc == 1:
 		b.Logf("%s: added p50 %.1f µs (target ≤ %d µs); %d calls per side",
 			verdict(added <= maxAddedP50), micros(added), maxAddedP50.Microseconds(), d.calls)
-	} else {
+	default:
 		b.Logf("%s: throughput through mcpvisor %.0f%% of direct at c=%d (target ≥ %.0f%%); added p50 %.1f µs; %d calls per side",
 			verdict(ratio >= minThroughputRatio), 100*ratio, conc, 100*minThroughputRatio, micros(added), d.calls)
 	}
