@@ -22,7 +22,7 @@ E2E_ENV = MCPVISOR_E2E=1 MCPVISOR_NPM_DIR=$(NPM_DIR) MCPVISOR_BIN_DIR=$(CURDIR)/
 # Go files gofmt must accept: everything but caches, build output and npm trees.
 GOFILES_CMD = find . \( -path ./.cache -o -path ./.git -o -path ./$(BIN_DIR) -o -name node_modules \) -prune -o -name '*.go' -type f -print
 
-.PHONY: all build mcpvisor examples plugins run test e2e bench npm-tools vet fmt fmt-check lint clean distclean
+.PHONY: all build mcpvisor examples plugins run test e2e bench fuzz npm-tools vet fmt fmt-check lint clean distclean
 
 all: build
 
@@ -88,6 +88,18 @@ e2e: build npm-tools
 # Only benchmarks run (-run '^$$'); -timeout turns a hang into a stack dump.
 bench: build npm-tools
 	$(E2E_ENV) $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count=1 -timeout 4m ./host/...
+
+# Runs every fuzz target for FUZZTIME each (`make test` runs their seed
+# corpora only). New findings land in the package's testdata/fuzz.
+FUZZTIME ?= 20s
+fuzz:
+	@set -e; grep -rl --include='*_test.go' '^func Fuzz' host shared plugins examples 2>/dev/null | while read -r f; do \
+	  pkg=./$$(dirname $$f); \
+	  for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+	    echo "$(GO) test -run '^$$' -fuzz '^$$fn$$' -fuzztime $(FUZZTIME) $$pkg"; \
+	    $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 clean:
 	rm -rf $(BIN_DIR)

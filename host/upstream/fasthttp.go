@@ -175,16 +175,52 @@ func readJSONResponse(r io.Reader, id string) (*jsonrpc.Response, error) {
 // readEventStream reads an SSE response until the response to id,
 // handling every message before it.
 func (s *Supervisor) readEventStream(ctx context.Context, sess *session, r io.Reader, id string) (*jsonrpc.Response, error) {
-	br := bufio.NewReaderSize(r, 16<<10)
+	var res *jsonrpc.Response
+	err := scanEvents(r, func(data []byte) (bool, error) {
+		msg, err := transport.DecodeMessage(data)
+		if err != nil {
+			return false, err
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			if m.ID.Raw() == id {
+				res = m
+				return true, nil
+			}
+		case *jsonrpc.Request:
+			if m.IsCall() {
+				s.answerHTTP(ctx, sess, m)
+			} else {
+				s.httpNotification(m)
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, errors.New("the upstream ended the response stream without answering")
+	}
+	return res, nil
+}
+
+// scanEvents reads a text/event-stream and calls fn with the data of each
+// "message" event (events without a type are messages), until fn reports
+// done, fn fails, or the stream ends (nil error). Data lines of one event
+// are joined with newlines; one event may hold at most maxHTTPMessage
+// bytes.
+func scanEvents(r io.Reader, fn func(data []byte) (done bool, err error)) error {
+	br := bufio.NewReaderSize(r, 4<<10)
 	var data []byte
 	event := ""
 	for {
 		line, err := readSSELine(br)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil, errors.New("the upstream ended the response stream without answering")
-			}
-			return nil, err
+			return err
 		}
 		if len(line) > 0 {
 			field, value, _ := bytes.Cut(line, []byte(":"))
@@ -196,7 +232,7 @@ func (s *Supervisor) readEventStream(ctx context.Context, sess *session, r io.Re
 				}
 				data = append(data, value...)
 				if len(data) > maxHTTPMessage {
-					return nil, fmt.Errorf("event longer than %d bytes", maxHTTPMessage)
+					return fmt.Errorf("event longer than %d bytes", maxHTTPMessage)
 				}
 			case "event":
 				event = string(value)
@@ -209,26 +245,13 @@ func (s *Supervisor) readEventStream(ctx context.Context, sess *session, r io.Re
 		if payload == nil || (kind != "" && kind != "message") {
 			continue
 		}
-		msg, err := transport.DecodeMessage(payload)
-		if err != nil {
-			return nil, err
-		}
-		switch m := msg.(type) {
-		case *jsonrpc.Response:
-			if m.ID.Raw() == id {
-				return m, nil
-			}
-		case *jsonrpc.Request:
-			if m.IsCall() {
-				s.answerHTTP(ctx, sess, m)
-			} else {
-				s.httpNotification(m)
-			}
+		if done, err := fn(payload); done || err != nil {
+			return err
 		}
 	}
 }
 
-// readSSELine returns the next line without its line ending.
+// readSSELine returns the next line without its line ending (LF or CRLF).
 func readSSELine(br *bufio.Reader) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
