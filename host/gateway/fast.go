@@ -12,6 +12,13 @@ the params upstream as bytes and writes the upstream's result back as
 bytes. Everything else — initialize, lists, notifications, calls with a
 progress token, clients on 2026-07-28 (whose results the SDK server
 shapes) — goes to the SDK server as before.
+
+The path is built around goroutine handoffs, which cost more than the
+proxying on a small machine: the goroutine that reads a fast call makes it
+(a parked spare takes over reading), and a successful result is written
+to the client by the goroutine that read it from the upstream (RawBackend's
+early hook), so a call crosses no goroutine boundary on its way out or
+back. The HTTP fast path (fasthttp.go) shares the routing (fastTarget).
 */
 
 import (
@@ -52,7 +59,6 @@ type fastTransport struct {
 	// ss is the SDK session serving this connection, set once Connect
 	// has returned; until then every request goes to the SDK.
 	ss atomic.Pointer[mcp.ServerSession]
-	fc *fastConn
 }
 
 func (t *fastTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -70,7 +76,6 @@ func (t *fastTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	fc.wg.Add(1)
 	go fc.worker()
-	t.fc = fc
 	return fc, nil
 }
 
