@@ -37,6 +37,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,17 +53,19 @@ const maxFastBody = 4 << 20
 // client on a fast call's stream.
 const clientRequestPrefix = "mcpvisor-rq-"
 
-// httpFast is the gateway's state for HTTP fast calls.
+// httpFast is the gateway's state for HTTP fast calls; none of it is
+// behind a lock of the gateway's, so concurrent calls do not serialise.
 type httpFast struct {
-	mu sync.Mutex
-	// inflight are the running fast calls by session id and request id,
-	// for notifications/cancelled.
-	inflight map[string]context.CancelFunc
-	// pending are requests sent to clients on a fast call's stream, by id.
-	pending map[string]*clientRequest
-	seq     uint64
-	// logging holds the sessions whose client set a log level.
-	logging map[*mcp.ServerSession]bool
+	// inflight are the running fast calls (*fastCall) by session id and
+	// request id, for notifications/cancelled.
+	inflight sync.Map
+	// pending are requests sent to clients on a fast call's stream
+	// (*clientRequest), by id.
+	pending sync.Map
+	seq     atomic.Uint64
+	// logging holds the sessions (*mcp.ServerSession) whose client set a
+	// log level.
+	logging sync.Map
 }
 
 type clientRequest struct {
@@ -189,9 +192,8 @@ func (g *Gateway) fastHTTPSession(r *http.Request, ss *mcp.ServerSession) bool {
 	if c := ip.Capabilities; c != nil && (c.Sampling != nil || c.Elicitation != nil) {
 		return false
 	}
-	g.hf.mu.Lock()
-	defer g.hf.mu.Unlock()
-	return !g.hf.logging[ss]
+	_, logging := g.hf.logging.Load(ss)
+	return !logging
 }
 
 // trackLogLevel notes the sessions whose client set a log level: log
@@ -211,14 +213,13 @@ func (g *Gateway) trackLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
 		for s := range g.server.Sessions() {
 			live[s] = true
 		}
-		g.hf.mu.Lock()
-		for s := range g.hf.logging {
-			if !live[s] {
-				delete(g.hf.logging, s) // ended sessions
+		g.hf.logging.Range(func(k, _ any) bool {
+			if !live[k.(*mcp.ServerSession)] {
+				g.hf.logging.Delete(k) // an ended session
 			}
-		}
-		g.hf.logging[ss] = true
-		g.hf.mu.Unlock()
+			return true
+		})
+		g.hf.logging.Store(ss, true)
 		return res, err
 	}
 }
@@ -230,14 +231,9 @@ func (g *Gateway) runFastHTTP(w http.ResponseWriter, r *http.Request, ss *mcp.Se
 	ctx, cancel := context.WithCancel(withDownstream(r.Context(), down))
 	defer cancel()
 	key := sid + "/" + idKey(id)
-	g.hf.mu.Lock()
-	g.hf.inflight[key] = cancel
-	g.hf.mu.Unlock()
-	defer func() {
-		g.hf.mu.Lock()
-		delete(g.hf.inflight, key)
-		g.hf.mu.Unlock()
-	}()
+	fc := &fastCall{cancel: cancel}
+	g.hf.inflight.Store(key, fc)
+	defer g.hf.inflight.CompareAndDelete(key, fc)
 
 	res, err := g.rawBackend.CallToolRaw(ctx, tc.server, tc.tool, tc.params, nil)
 	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
@@ -275,11 +271,8 @@ func (g *Gateway) cancelFastHTTP(sid string, raw json.RawMessage) {
 	if err != nil {
 		return
 	}
-	g.hf.mu.Lock()
-	cancel := g.hf.inflight[sid+"/"+idKey(id)]
-	g.hf.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if fc, ok := g.hf.inflight.Load(sid + "/" + idKey(id)); ok {
+		fc.(*fastCall).cancel()
 	}
 }
 
@@ -290,17 +283,11 @@ func (g *Gateway) takeClientResponse(w http.ResponseWriter, sid string, resp *js
 	if !ok || !strings.HasPrefix(key, clientRequestPrefix) {
 		return false
 	}
-	g.hf.mu.Lock()
-	cr := g.hf.pending[key]
-	if cr != nil && cr.sessionID == sid {
-		delete(g.hf.pending, key)
-	} else {
-		cr = nil
-	}
-	g.hf.mu.Unlock()
-	if cr == nil {
+	v, ok := g.hf.pending.Load(key)
+	if !ok || v.(*clientRequest).sessionID != sid || !g.hf.pending.CompareAndDelete(key, v) {
 		return false
 	}
+	cr := v.(*clientRequest)
 	cr.ch <- resp
 	w.WriteHeader(http.StatusAccepted)
 	return true
@@ -415,17 +402,10 @@ func (d *httpDownstream) request(ctx context.Context, method string, params any)
 		return nil, err
 	}
 	hf := &d.g.hf
-	hf.mu.Lock()
-	hf.seq++
-	key := clientRequestPrefix + strconv.FormatUint(hf.seq, 10)
+	key := clientRequestPrefix + strconv.FormatUint(hf.seq.Add(1), 10)
 	cr := &clientRequest{sessionID: d.sid, ch: make(chan *jsonrpc.Response, 1)}
-	hf.pending[key] = cr
-	hf.mu.Unlock()
-	defer func() {
-		hf.mu.Lock()
-		delete(hf.pending, key)
-		hf.mu.Unlock()
-	}()
+	hf.pending.Store(key, cr)
+	defer hf.pending.Delete(key)
 	if err := d.out.event(transport.RawRequest(key, method, raw)); err != nil {
 		return nil, fmt.Errorf("%s: %w", method, err)
 	}

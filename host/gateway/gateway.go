@@ -124,11 +124,6 @@ func New(opts Options) *Gateway {
 		backend:  opts.Backend,
 		registry: opts.Registry,
 		subs:     map[string]map[*mcp.ServerSession]bool{},
-		hf: httpFast{
-			inflight: map[string]context.CancelFunc{},
-			pending:  map[string]*clientRequest{},
-			logging:  map[*mcp.ServerSession]bool{},
-		},
 	}
 	if rb, ok := opts.Backend.(RawBackend); ok && opts.Registry != nil {
 		g.rawBackend = rb
