@@ -875,3 +875,86 @@ func testFastPathHTTPUpstream(t *testing.T, flags ...string) {
 		t.Fatalf("after cancel: %v", err)
 	}
 }
+
+// A tools/call POST the SDK handler would refuse is refused on the fast
+// path too: the gateway leaves it to the SDK, which answers as before.
+func TestFastPathHTTPRefusesWhatTheSDKRefuses(t *testing.T) {
+	src := fmt.Sprintf(`server "echo" {
+  command = %q
+}
+`, bins["echo"])
+	cfg, err := config.Parse([]byte(src), filepath.Join(t.TempDir(), "config.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(cfg, host.WithLogger(logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h.Start(ctx)
+	defer h.Close(context.Background())
+	if err := h.WaitSettled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Gateway().HTTPHandler())
+	defer srv.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"raw"}}}`
+	post := func(mutate func(*http.Request)) (*http.Response, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		mutate(req)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+
+	before := h.Gateway().FastCalls()
+	resp, got := post(func(*http.Request) {})
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" ||
+		got != `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"raw"}]}}` {
+		t.Fatalf("fast call: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), got)
+	}
+	if h.Gateway().FastCalls() != before+1 {
+		t.Fatal("a plain call did not take the fast path")
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*http.Request)
+		want   int
+	}{
+		{"non-loopback Host", func(r *http.Request) { r.Host = "evil.example:80" }, http.StatusForbidden},
+		{"foreign Origin", func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") }, http.StatusForbidden},
+		{"unknown session", func(r *http.Request) { r.Header.Set("Mcp-Session-Id", "no-such-session") }, http.StatusNotFound},
+		{"text body", func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, http.StatusUnsupportedMediaType},
+		{"no event-stream in Accept", func(r *http.Request) { r.Header.Set("Accept", "application/json") }, http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := h.Gateway().FastCalls()
+			if resp, body := post(tc.mutate); resp.StatusCode != tc.want {
+				t.Errorf("status %d (%s), want %d", resp.StatusCode, strings.TrimSpace(body), tc.want)
+			}
+			if h.Gateway().FastCalls() != before {
+				t.Error("the request took the fast path")
+			}
+		})
+	}
+}
