@@ -108,6 +108,26 @@ func overHTTP(t *testing.T, g *gateway.Gateway) mcp.Transport {
 
 func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions, setup func(*mcp.Client), link downstreamLink, so *mcp.ClientSessionOptions) (*host.Host, *mcp.ClientSession) {
 	t.Helper()
+	h := readyHost(t, src)
+	ct := link(t, h.Gateway())
+	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, clientOpts)
+	if setup != nil {
+		setup(client)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, ct, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return h, cs
+}
+
+// readyHost loads src as config.hcl, starts a host on it and returns once
+// every server is ready. The host is closed when the test ends.
+func readyHost(t *testing.T, src string) *host.Host {
+	t.Helper()
 	cfg, err := config.Parse([]byte(src), filepath.Join(t.TempDir(), "config.hcl"))
 	if err != nil {
 		t.Fatal(err)
@@ -134,17 +154,7 @@ func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions
 			t.Fatalf("server %s is %s: %s", st.Name, st.State, st.LastError)
 		}
 	}
-	ct := link(t, h.Gateway())
-	client := mcp.NewClient(&mcp.Implementation{Name: "test"}, clientOpts)
-	if setup != nil {
-		setup(client)
-	}
-	cs, err := client.Connect(ctx, ct, so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return h, cs
+	return h
 }
 
 func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
@@ -883,21 +893,9 @@ func TestFastPathHTTPRefusesWhatTheSDKRefuses(t *testing.T) {
   command = %q
 }
 `, bins["echo"])
-	cfg, err := config.Parse([]byte(src), filepath.Join(t.TempDir(), "config.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.New(cfg, host.WithLogger(logger(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := readyHost(t, src)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	h.Start(ctx)
-	defer h.Close(context.Background())
-	if err := h.WaitSettled(ctx); err != nil {
-		t.Fatal(err)
-	}
 	srv := httptest.NewServer(h.Gateway().HTTPHandler())
 	defer srv.Close()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,

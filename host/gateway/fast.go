@@ -334,18 +334,28 @@ func (c *fastConn) writeResult(id jsonrpc.ID, res json.RawMessage) {
 	}
 }
 
-// cancel ends the fast call a notifications/cancelled names, if any.
-func (c *fastConn) cancel(raw json.RawMessage) {
+// cancelledKey returns the idKey of the request a notifications/cancelled
+// names, or false.
+func cancelledKey(raw json.RawMessage) (string, bool) {
 	var p cancelParams
 	if json.Unmarshal(raw, &p) != nil || p.RequestID == nil {
-		return
+		return "", false
 	}
 	id, err := jsonrpc.MakeID(p.RequestID)
 	if err != nil {
+		return "", false
+	}
+	return idKey(id), true
+}
+
+// cancel ends the fast call a notifications/cancelled names, if any.
+func (c *fastConn) cancel(raw json.RawMessage) {
+	key, ok := cancelledKey(raw)
+	if !ok {
 		return
 	}
 	c.mu.Lock()
-	fc := c.inflight[idKey(id)]
+	fc := c.inflight[key]
 	c.mu.Unlock()
 	if fc != nil {
 		fc.cancel()

@@ -242,7 +242,7 @@ func (g *Gateway) runFastHTTP(w http.ResponseWriter, r *http.Request, ss *mcp.Se
 	}
 	var msg []byte
 	if err == nil {
-		msg = rawResult(id, res)
+		msg = transport.RawResponse(id, res)
 	} else if msg, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: wireError(err)}); err != nil {
 		g.logger.Debug("encoding a tools/call error failed", "error", err)
 		return
@@ -250,28 +250,13 @@ func (g *Gateway) runFastHTTP(w http.ResponseWriter, r *http.Request, ss *mcp.Se
 	out.finish(msg)
 }
 
-// rawResult encodes a response around a result that is already JSON.
-func rawResult(id jsonrpc.ID, result json.RawMessage) []byte {
-	idJSON, _ := json.Marshal(id.Raw())
-	buf := make([]byte, 0, len(result)+len(idJSON)+32)
-	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
-	buf = append(buf, idJSON...)
-	buf = append(buf, `,"result":`...)
-	buf = append(buf, result...)
-	return append(buf, '}')
-}
-
 // cancelFastHTTP ends the fast call a notifications/cancelled names.
 func (g *Gateway) cancelFastHTTP(sid string, raw json.RawMessage) {
-	var p cancelParams
-	if json.Unmarshal(raw, &p) != nil || p.RequestID == nil {
+	key, ok := cancelledKey(raw)
+	if !ok {
 		return
 	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
-		return
-	}
-	if fc, ok := g.hf.inflight.Load(sid + "/" + idKey(id)); ok {
+	if fc, ok := g.hf.inflight.Load(sid + "/" + key); ok {
 		fc.(*fastCall).cancel()
 	}
 }

@@ -128,20 +128,23 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // JSON (one the connection's Read produced, or json.Marshal did), as it is:
 // no re-encoding, so the client gets the upstream's exact bytes.
 func (c *lineConn) WriteRawResult(id jsonrpc.ID, result json.RawMessage) error {
-	idJSON, err := json.Marshal(id.Raw())
-	if err != nil {
-		return err
-	}
+	buf := append(RawResponse(id, result), '\n')
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.w.Write(buf)
+	return err
+}
+
+// RawResponse encodes a response around a result that is already encoded
+// JSON (valid, as a decoded message's result is).
+func RawResponse(id jsonrpc.ID, result json.RawMessage) []byte {
+	idJSON, _ := json.Marshal(id.Raw())
 	buf := make([]byte, 0, len(result)+len(idJSON)+32)
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = append(buf, idJSON...)
 	buf = append(buf, `,"result":`...)
 	buf = append(buf, result...)
-	buf = append(buf, "}\n"...)
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err = c.w.Write(buf)
-	return err
+	return append(buf, '}')
 }
 
 // WriteRawRequest writes a request whose params are already encoded JSON,

@@ -77,14 +77,7 @@ func (c *tapConn) call(ctx context.Context, method string, params json.RawMessag
 	}
 	select {
 	case resp := <-ch:
-		if resp.Error != nil {
-			var wire *jsonrpc.Error
-			if errors.As(resp.Error, &wire) {
-				return nil, wire
-			}
-			return nil, resp.Error
-		}
-		return resp.Result, nil
+		return responseResult(resp)
 	case <-ctx.Done():
 		release()
 		// Tell the upstream, as the SDK does for its own calls; off the
@@ -97,6 +90,19 @@ func (c *tapConn) call(ctx context.Context, method string, params json.RawMessag
 		}()
 		return nil, ctx.Err()
 	}
+}
+
+// responseResult returns a raw call's result, or its error: an upstream's
+// JSON-RPC error as the *jsonrpc.Error the recovery path classifies.
+func responseResult(resp *jsonrpc.Response) (json.RawMessage, error) {
+	if resp.Error != nil {
+		var wire *jsonrpc.Error
+		if errors.As(resp.Error, &wire) {
+			return nil, wire
+		}
+		return nil, resp.Error
+	}
+	return resp.Result, nil
 }
 
 // rawRequestWriter is a connection that writes a request with params that

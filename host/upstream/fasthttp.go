@@ -86,14 +86,7 @@ func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string,
 		}
 		return nil, fmt.Errorf("%s: %w", summary, err)
 	}
-	if res.Error != nil {
-		var wire *jsonrpc.Error
-		if errors.As(res.Error, &wire) {
-			return nil, wire
-		}
-		return nil, res.Error
-	}
-	return res.Result, nil
+	return responseResult(res)
 }
 
 // httpPost POSTs one JSON-RPC message on sess's session. A canceled ctx
