@@ -587,10 +587,12 @@ func (s *Supervisor) connect() (*session, error) {
 		link.Close(cctx)
 		ccancel()
 		switch {
+		case timedOut:
+			// First: the SDK closes the connection when Connect gives up,
+			// and a server that exits on EOF may already be gone by now.
+			return nil, fmt.Errorf("initialize: no answer within connect_timeout (%s)", s.cfg.ConnectTimeout)
 		case linkErr != nil:
 			return nil, fmt.Errorf("initialize: %w", linkErr)
-		case timedOut:
-			return nil, fmt.Errorf("initialize: no answer within connect_timeout (%s)", s.cfg.ConnectTimeout)
 		}
 		// A process that died during startup shows as EOF first; its exit
 		// status and stderr, known once it is reaped, say more.
