@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -954,5 +955,63 @@ func TestFastPathHTTPRefusesWhatTheSDKRefuses(t *testing.T) {
 				t.Error("the request took the fast path")
 			}
 		})
+	}
+}
+
+// `run --stdio` with its stdin still open (the client is idle) shuts down
+// on SIGTERM at once, exits 0 and leaves no server process behind.
+func TestRunStdioSIGTERMWhileIdle(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "config.hcl")
+	src := fmt.Sprintf(`server "echo" {
+  command = %q
+}
+`, bins["echo"])
+	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bins["mcpvisor"], "run", "--stdio", "-config", cfgPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr testutil.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+
+	// One round trip proves it is serving (and reading stdin).
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.Contains(line, `"id":1`) {
+		t.Fatalf("initialize: %v %q\n%s", err, line, stderr.String())
+	}
+	testutil.Eventually(t, 30*time.Second, "the echo server to start", func() bool {
+		return len(testutil.Descendants(cmd.Process.Pid)) > 0
+	})
+	desc := testutil.Descendants(cmd.Process.Pid)
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no exit within 15s of SIGTERM with stdin open\n%s", stderr.String())
+	}
+	for _, pid := range desc {
+		if testutil.Alive(pid) {
+			t.Errorf("process %d outlived mcpvisor", pid)
+		}
 	}
 }
