@@ -334,7 +334,7 @@ func (b backend) CallTool(ctx context.Context, server, tool string, p *mcp.CallT
 }
 
 // CallToolRaw forwards a tools/call without decoding it (the gateway's
-// stdio fast path).
+// fast paths, stdio and HTTP).
 func (b backend) CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage, early func(json.RawMessage)) (json.RawMessage, error) {
 	s, err := b.h.sup(server)
 	if err != nil {

@@ -10,7 +10,10 @@ type sessionKey struct{}
 
 // Downstream is the client a request came from, as a Backend sees it:
 // what an upstream sends back during the request goes to it. Usually it is
-// the request's *mcp.ServerSession.
+// the request's *mcp.ServerSession; a fast HTTP call's is a wrapper that
+// puts what belongs on the call's stream there. It has the method set of
+// upstream.Downstream, so the host hands it on as it is without either
+// package importing the other.
 type Downstream interface {
 	NotifyProgress(ctx context.Context, params *mcp.ProgressNotificationParams) error
 	Log(ctx context.Context, params *mcp.LoggingMessageParams) error
