@@ -79,7 +79,15 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 			hc = &http.Client{Transport: upstreamHTTPTransport()}
 		}
 		hc = wrapClient(hc, srv.Headers)
-		return &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: hc}, nil
+		d := &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: hc}
+		if !d.sse {
+			d.poster = clientPoster{url: srv.URL, client: hc}
+			// A client the embedder supplied is used for everything.
+			if rp := newRawPoster(srv.URL, srv.Headers, d.poster); rp != nil && opts.HTTPClient == nil {
+				d.poster = rp
+			}
+		}
+		return d, nil
 	case config.TransportPlugin:
 		if opts.Plugin == nil {
 			return nil, fmt.Errorf("server %q: plugin transports are not available in this build", srv.Name)
@@ -103,6 +111,7 @@ type httpDialer struct {
 	url    string
 	sse    bool
 	client *http.Client
+	poster Poster // streamable HTTP only; see rawhttp.go
 }
 
 func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
@@ -114,38 +123,38 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 		// us; the supervisor owns reconnects and counts them.
 		t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: -1}
 	}
-	l := &httpLink{t: t, done: make(chan struct{})}
-	if !d.sse {
-		l.url, l.client = d.url, d.client
-	}
-	return l, nil
+	return &httpLink{t: t, done: make(chan struct{}), poster: d.poster}, nil
 }
 
 type httpLink struct {
-	t    mcp.Transport
-	once sync.Once
-	done chan struct{}
-	// url and client are set for streamable HTTP (see Endpoint).
-	url    string
-	client *http.Client
+	t      mcp.Transport
+	once   sync.Once
+	done   chan struct{}
+	poster Poster // set for streamable HTTP (see Endpoint)
 }
 
 // An Endpoint is a link whose session can also be spoken to with plain
-// HTTP requests: streamable HTTP links. The client adds the block's headers
-// and types a 401 as recovery.ErrUnauthorized, as for the SDK's requests.
+// HTTP requests: streamable HTTP links. The Poster adds the block's
+// headers and types a 401 as recovery.ErrUnauthorized, as for the SDK's
+// requests.
 type Endpoint interface {
-	Endpoint() (url string, client *http.Client)
+	Endpoint() Poster
 }
 
-// Endpoint returns the URL and client of a streamable HTTP link, or "" for
-// legacy SSE.
-func (l *httpLink) Endpoint() (string, *http.Client) { return l.url, l.client }
+// Endpoint returns the poster of a streamable HTTP link, or nil for legacy
+// SSE.
+func (l *httpLink) Endpoint() Poster { return l.poster }
 
 func (l *httpLink) Transport() mcp.Transport { return l.t }
 func (l *httpLink) Done() <-chan struct{}    { return l.done }
 func (l *httpLink) Err() error               { return nil }
 func (l *httpLink) Close(context.Context) error {
-	return nil // the session's Close releases the HTTP side
+	// The session's Close releases the SDK's side; the raw path's idle
+	// connections go with the link (the next link dials anew).
+	if rp, ok := l.poster.(*rawPoster); ok {
+		rp.CloseIdle()
+	}
+	return nil
 }
 
 // upstreamRoundTripper adds the block's headers to every request and turns

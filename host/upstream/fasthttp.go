@@ -43,7 +43,7 @@ const maxHTTPMessage = mcp.DefaultMaxLineLength
 
 // httpRaw reports whether sess can take the raw HTTP path.
 func (sess *session) httpRaw() bool {
-	return sess.hc != nil && sess.cs.ID() != ""
+	return sess.poster != nil && sess.cs.ID() != ""
 }
 
 // httpCall sends one raw request on sess's HTTP session and returns its
@@ -92,17 +92,15 @@ func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string,
 // httpPost POSTs one JSON-RPC message on sess's session. A canceled ctx
 // aborts it.
 func (s *Supervisor) httpPost(ctx context.Context, sess *session, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sess.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
+	h := http.Header{
+		"Content-Type":   {"application/json"},
+		"Accept":         {"application/json, text/event-stream"},
+		"Mcp-Session-Id": {sess.cs.ID()},
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sess.cs.ID())
 	if ir := sess.cs.InitializeResult(); ir != nil {
-		req.Header.Set("Mcp-Protocol-Version", ir.ProtocolVersion)
+		h["Mcp-Protocol-Version"] = []string{ir.ProtocolVersion}
 	}
-	resp, err := sess.hc.Do(req)
+	resp, err := sess.poster.Post(ctx, h, body)
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,10 +170,9 @@ type session struct {
 	// tap is the tapped connection of a process-backed session (nil for
 	// HTTP); it carries the raw tools/call fast path (fast.go).
 	tap *tapConn
-	// url and hc are set for a streamable HTTP session: the raw tools/call
-	// path speaks to them directly (fasthttp.go).
-	url string
-	hc  *http.Client
+	// poster is set for a streamable HTTP session: the raw tools/call path
+	// speaks to the upstream through it directly (fasthttp.go).
+	poster transport.Poster
 	// dead is closed by the session's monitor when the link or the session
 	// ends; err then says why.
 	dead chan struct{}
@@ -608,7 +606,7 @@ func (s *Supervisor) connect() (*session, error) {
 	s.mu.Unlock()
 	sess := &session{gen: gen, cs: cs, link: link, tap: tap, dead: make(chan struct{})}
 	if ep, ok := link.(transport.Endpoint); ok {
-		sess.url, sess.hc = ep.Endpoint()
+		sess.poster = ep.Endpoint()
 	}
 	go s.monitor(sess)
 
