@@ -102,6 +102,11 @@ func newRawPoster(u string, headers map[string]string, fallback Poster) *rawPost
 	for k, v := range headers {
 		canon[http.CanonicalHeaderKey(k)] = v
 	}
+	for k, v := range canon {
+		if validHeader(http.Header{k: {v}}) != nil {
+			return nil // net/http will say what is wrong with it
+		}
+	}
 	return &rawPoster{addr: addr, host: pu.Host, path: pu.RequestURI(), headers: canon, fallback: fallback,
 		dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
 }
@@ -120,6 +125,11 @@ func (p *rawPoster) Post(ctx context.Context, header http.Header, body []byte) (
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		return nil, err
+	}
+	if err := validHeader(header); err != nil {
+		p.put(rc)
+		stop()
 		return nil, err
 	}
 	if err := p.writeRequest(rc.bw, header, body); err != nil {
@@ -162,7 +172,7 @@ func (p *rawPoster) writeRequest(bw *bufio.Writer, header http.Header, body []by
 		bw.WriteString("\r\n")
 	}
 	for k, vs := range header {
-		if _, ok := p.headers[k]; ok {
+		if _, ok := p.headers[k]; ok || framingHeader[k] {
 			continue // the block's own headers win, as on net/http
 		}
 		for _, v := range vs {
@@ -170,11 +180,33 @@ func (p *rawPoster) writeRequest(bw *bufio.Writer, header http.Header, body []by
 		}
 	}
 	for k, v := range p.headers {
-		writeHeader(k, v)
+		if !framingHeader[k] {
+			writeHeader(k, v)
+		}
 	}
 	bw.WriteString("\r\n")
 	bw.Write(body)
 	return bw.Flush()
+}
+
+// framingHeader are the headers the poster writes itself; like net/http,
+// it ignores them in a caller's or a block's headers.
+var framingHeader = map[string]bool{"Host": true, "Content-Length": true, "Transfer-Encoding": true, "Trailer": true, "Connection": true}
+
+// validHeader refuses what net/http refuses to send: a line break or
+// other control character in a header (a session id the upstream made up,
+// say), which would otherwise split the request.
+func validHeader(h http.Header) error {
+	for k, vs := range h {
+		for _, v := range append([]string{k}, vs...) {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+					return fmt.Errorf("invalid header %q: control character", k)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // conn returns a live idle connection or dials a new one.

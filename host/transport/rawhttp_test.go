@@ -221,3 +221,30 @@ func TestRawPosterOnlyForPlainHTTP(t *testing.T) {
 		t.Error("IPv6 address lost its brackets")
 	}
 }
+
+// A header value with a line break (a session id the upstream made up) is
+// refused, not written; framing headers from the block are ignored, as
+// net/http ignores them.
+func TestRawPosterHeaderSafety(t *testing.T) {
+	var seen atomic.Int64
+	var host atomic.Value
+	srv := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		seen.Add(1)
+		host.Store(r.Host)
+		io.WriteString(w, "ok")
+	})
+	p := rawPosterFor(t, srv.URL, map[string]string{"Host": "elsewhere.example", "Content-Length": "1"})
+	_, err := p.Post(context.Background(), http.Header{"Mcp-Session-Id": {"abc\r\nX-Injected: 1"}}, []byte("{}"))
+	if err == nil || seen.Load() != 0 {
+		t.Fatalf("a header with a line break: err %v, %d requests reached the server", err, seen.Load())
+	}
+	if code, body, err := post(t, p, context.Background(), "{}"); err != nil || code != 200 || body != "ok" {
+		t.Fatalf("post: %d %q %v", code, body, err)
+	}
+	if h := host.Load(); h != strings.TrimPrefix(srv.URL, "http://") {
+		t.Errorf("Host %v, want the URL's", h)
+	}
+	if newRawPoster(srv.URL, map[string]string{"X-Token": "a\nb"}, nil) != nil {
+		t.Error("a block header with a line break got a raw poster; net/http should report it")
+	}
+}
