@@ -421,22 +421,7 @@ server "wrapped" {
 	if len(desc) < 3 { // echo, sh, notes
 		t.Fatalf("descendants %v, want at least echo, sh and its child", desc)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	errc := make(chan error, 1)
-	go func() { errc <- cmd.Wait() }()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatalf("mcpvisor exited with %v\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("mcpvisor did not exit after SIGTERM\n%s", stderr.String())
-	}
-	for _, pid := range desc {
-		if testutil.Alive(pid) {
-			t.Errorf("process %d outlived mcpvisor", pid)
-		}
-	}
+	terminate(t, cmd, desc, stderr.String)
 }
 
 // An upstream's roots/list during a call is answered by the downstream
@@ -998,16 +983,24 @@ func TestRunStdioSIGTERMWhileIdle(t *testing.T) {
 	})
 	desc := testutil.Descendants(cmd.Process.Pid)
 
+	terminate(t, cmd, desc, stderr.String)
+}
+
+// terminate sends SIGTERM to a running mcpvisor and checks that it exits 0
+// within 30s and that none of desc (its descendants) outlives it. stderr
+// says what mcpvisor wrote, for the failure message.
+func terminate(t *testing.T, cmd *exec.Cmd, desc []int, stderr func() string) {
+	t.Helper()
 	cmd.Process.Signal(syscall.SIGTERM)
 	errc := make(chan error, 1)
 	go func() { errc <- cmd.Wait() }()
 	select {
 	case err := <-errc:
 		if err != nil {
-			t.Fatalf("exit: %v\n%s", err, stderr.String())
+			t.Fatalf("mcpvisor exited with %v after SIGTERM\n%s", err, stderr())
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("no exit within 15s of SIGTERM with stdin open\n%s", stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("mcpvisor did not exit within 30s of SIGTERM\n%s", stderr())
 	}
 	for _, pid := range desc {
 		if testutil.Alive(pid) {
