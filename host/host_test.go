@@ -709,14 +709,8 @@ func testFastPathFidelity(t *testing.T, link downstreamLink) {
 	defer cancel()
 	before := h.Gateway().FastCalls()
 
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__add", Arguments: map[string]any{"a": 1, "b": 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, ok := res.StructuredContent.(map[string]any); !ok || m["sum"] != float64(3) {
-		t.Errorf("structuredContent %#v", res.StructuredContent)
-	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__image"})
+	checkResultKinds(t, ctx, cs)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__image"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -730,20 +724,11 @@ func testFastPathFidelity(t *testing.T, link downstreamLink) {
 			}
 		}
 	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__fail", Arguments: map[string]any{"message": "nope"}})
-	if err != nil || !res.IsError || textOf(t, res.Content[0]) != "nope" {
-		t.Errorf("fail: %v %+v", err, res)
-	}
-	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__jsonrpc_error"})
-	var wire *jsonrpc.Error
-	if !errors.As(err, &wire) || wire.Code != -32042 || wire.Message != "custom failure" || !strings.Contains(string(wire.Data), "requested by jsonrpc_error") {
-		t.Errorf("jsonrpc_error: %#v", err)
-	}
 
 	// A canceled call returns at once, the cancellation reaches the
 	// upstream (its sleep says so on stderr, which the host logs), and the
 	// server stays usable.
-	cancelSleep(t, cs, logs)
+	cancelSleep(t, cs, inLogs(t, logs))
 
 	// A crash mid-call: outcome unknown, not replayed; then the respawned
 	// server answers.
@@ -776,16 +761,16 @@ func TestCancelReachesUpstream(t *testing.T) {
 	defer func() { testLogOutput = nil }()
 	h, cs := startHost(t, src, nil)
 	before := h.Gateway().FastCalls()
-	cancelSleep(t, cs, logs)
+	cancelSleep(t, cs, inLogs(t, logs))
 	if h.Gateway().FastCalls() != before {
 		t.Error("a 2026-07-28 client's call took the fast path")
 	}
 }
 
 // cancelSleep starts a long echo__sleep, cancels it once in flight, checks
-// the caller gets the cancellation, and waits until the upstream reports on
-// stderr (captured in logs) that the cancellation reached it.
-func cancelSleep(t *testing.T, cs *mcp.ClientSession, logs *testutil.Buffer) {
+// the caller gets the cancellation, and calls reached, which must wait
+// until the upstream reports that the cancellation reached it.
+func cancelSleep(t *testing.T, cs *mcp.ClientSession, reached func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -798,9 +783,40 @@ func cancelSleep(t *testing.T, cs *mcp.ClientSession, logs *testutil.Buffer) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled call: %v", err)
 	}
-	testutil.Eventually(t, 30*time.Second, "the upstream to see the cancellation", func() bool {
-		return strings.Contains(logs.String(), "sleep canceled")
-	})
+	reached()
+}
+
+// inLogs waits until the host's logs (the upstream's stderr among them)
+// say the upstream saw a cancellation.
+func inLogs(t *testing.T, logs *testutil.Buffer) func() {
+	return func() {
+		testutil.Eventually(t, 30*time.Second, "the upstream to see the cancellation", func() bool {
+			return strings.Contains(logs.String(), "sleep canceled")
+		})
+	}
+}
+
+// checkResultKinds calls echo tools whose answers are a structured
+// result, a tool error and a JSON-RPC error, and checks each arrives as
+// the upstream sent it.
+func checkResultKinds(t *testing.T, ctx context.Context, cs *mcp.ClientSession) {
+	t.Helper()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__add", Arguments: map[string]any{"a": 1, "b": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := res.StructuredContent.(map[string]any); !ok || m["sum"] != float64(3) {
+		t.Errorf("structuredContent %#v", res.StructuredContent)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__fail", Arguments: map[string]any{"message": "nope"}})
+	if err != nil || !res.IsError || textOf(t, res.Content[0]) != "nope" {
+		t.Errorf("fail: %v %+v", err, res)
+	}
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__jsonrpc_error"})
+	var wire *jsonrpc.Error
+	if !errors.As(err, &wire) || wire.Code != -32042 || wire.Message != "custom failure" || !strings.Contains(string(wire.Data), "requested by jsonrpc_error") {
+		t.Errorf("jsonrpc_error: %#v", err)
+	}
 }
 
 // The fast path to a streamable HTTP upstream (raw POSTs on the SDK's
@@ -827,23 +843,8 @@ func testFastPathHTTPUpstream(t *testing.T, flags ...string) {
 	defer cancel()
 	before := h.Gateway().FastCalls()
 
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__add", Arguments: map[string]any{"a": 1, "b": 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, ok := res.StructuredContent.(map[string]any); !ok || m["sum"] != float64(3) {
-		t.Errorf("structuredContent %#v", res.StructuredContent)
-	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__fail", Arguments: map[string]any{"message": "nope"}})
-	if err != nil || !res.IsError || textOf(t, res.Content[0]) != "nope" {
-		t.Errorf("fail: %v %+v", err, res)
-	}
-	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__jsonrpc_error"})
-	var wire *jsonrpc.Error
-	if !errors.As(err, &wire) || wire.Code != -32042 || wire.Message != "custom failure" {
-		t.Errorf("jsonrpc_error: %#v", err)
-	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__roots"})
+	checkResultKinds(t, ctx, cs)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__roots"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -854,18 +855,7 @@ func testFastPathHTTPUpstream(t *testing.T, flags ...string) {
 		t.Errorf("%d calls took the fast path, want 4", n)
 	}
 
-	cctx, ccancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "echo__sleep", Arguments: map[string]any{"ms": 60000}})
-		done <- err
-	}()
-	time.Sleep(100 * time.Millisecond)
-	ccancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("canceled call: %v", err)
-	}
-	up.WaitLine(t, "sleep canceled", 30*time.Second)
+	cancelSleep(t, cs, func() { up.WaitLine(t, "sleep canceled", 30*time.Second) })
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "after"}})
 	if err != nil || textOf(t, res.Content[0]) != "after" {
 		t.Fatalf("after cancel: %v", err)
