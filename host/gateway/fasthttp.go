@@ -345,26 +345,15 @@ func (o *fastResponse) close() {
 }
 
 // httpDownstream is the client of a fast HTTP call as the backend sees it:
-// the SDK session, except that what belongs on the request's own stream
-// (progress, and requests for the client's roots) goes on the fast
-// response's stream.
+// the SDK session, except that a request for the client's roots — the one
+// server-to-client message a fast call can carry (calls with a progress
+// token, and clients that take sampling, elicitation or logs, go the SDK
+// path) — goes on the fast response's own stream.
 type httpDownstream struct {
 	*mcp.ServerSession
 	g   *Gateway
 	sid string
 	out *fastResponse
-}
-
-func (d *httpDownstream) NotifyProgress(ctx context.Context, p *mcp.ProgressNotificationParams) error {
-	params, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	msg, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/progress", Params: params})
-	if err != nil {
-		return err
-	}
-	return d.out.event(msg)
 }
 
 func (d *httpDownstream) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
