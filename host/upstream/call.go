@@ -186,7 +186,7 @@ func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func
 	case recovery.None, recovery.Application:
 		// The upstream answered: it is reachable, and this session is proven.
 		s.breaker.Success()
-		signal(s.healthy)
+		s.proved(sess)
 		return unwrapApplication(err)
 	case recovery.Canceled:
 		s.breaker.Release(probe)
@@ -232,7 +232,7 @@ func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func
 	switch class2 {
 	case recovery.None, recovery.Application:
 		s.breaker.Success()
-		signal(s.healthy)
+		s.proved(next)
 		return unwrapApplication(err2)
 	case recovery.Canceled:
 		return err2
@@ -249,6 +249,15 @@ func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func
 	}
 	s.reportFailed(next.gen, err2)
 	return &recovery.Error{Server: s.name, Op: op, Class: class2, Reason: "retry on a new session failed too", Err: err2}
+}
+
+// proved tells the supervisor that a call succeeded on sess, once per
+// session: waking it for every call would cost each call a goroutine
+// switch.
+func (s *Supervisor) proved(sess *session) {
+	if sess.proven.CompareAndSwap(false, true) {
+		signal(s.healthy)
+	}
 }
 
 // classify adds what only the supervisor knows to recovery.Classify: a

@@ -177,6 +177,9 @@ type session struct {
 	// ends; err then says why.
 	dead chan struct{}
 	err  error
+	// proven is set by the first call that succeeds on the session, the
+	// one that tells the supervisor (later ones need not wake it).
+	proven atomic.Bool
 }
 
 func (s *session) isDead() bool {
