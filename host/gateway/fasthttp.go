@@ -235,7 +235,10 @@ func (g *Gateway) runFastHTTP(w http.ResponseWriter, r *http.Request, ss *mcp.Se
 	g.hf.inflight.Store(key, fc)
 	defer g.hf.inflight.CompareAndDelete(key, fc)
 
-	res, err := g.rawBackend.CallToolRaw(ctx, tc.server, tc.tool, tc.params, nil)
+	// A result is answered the moment it is read; an upstream's stream may
+	// still be ending.
+	early := func(res json.RawMessage) { out.finish(transport.RawResponse(id, res)) }
+	res, err := g.rawBackend.CallToolRaw(ctx, tc.server, tc.tool, tc.params, early)
 	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		out.close() // the client canceled or went away: no response
 		return
@@ -335,6 +338,14 @@ func (o *fastResponse) finish(msg []byte) {
 	h.Set("Content-Length", strconv.Itoa(len(msg)))
 	o.w.WriteHeader(http.StatusOK)
 	o.w.Write(msg)
+	// Send it now: the handler may have more to do (draining the
+	// upstream's stream) before it returns.
+	switch w := o.w.(type) {
+	case interface{ finish() error }:
+		w.finish()
+	case http.Flusher:
+		w.Flush()
+	}
 }
 
 // close ends the response without an answer.

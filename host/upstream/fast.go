@@ -41,7 +41,8 @@ type earlyKey struct{}
 
 // WithEarlyResult returns a context under which a raw tools/call hands a
 // successful result to deliver the moment the connection reads it, on the
-// connection's reader, before CallToolRaw returns the same bytes. A
+// connection's reader (over HTTP: the caller's goroutine, before the rest
+// of the response is read), before CallToolRaw returns the same bytes. A
 // success is final on the recovery path (nothing retries it or changes
 // it), so a caller that only forwards the result can answer its own
 // client one goroutine handoff sooner. deliver must not block for long:

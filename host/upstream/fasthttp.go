@@ -86,7 +86,11 @@ func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string,
 		}
 		return nil, fmt.Errorf("%s: %w", summary, err)
 	}
-	return responseResult(res)
+	result, err := responseResult(res)
+	if early, ok := ctx.Value(earlyKey{}).(func(json.RawMessage)); ok && err == nil && len(result) > 0 {
+		early(result) // before the drain: the rest of the stream can wait
+	}
+	return result, err
 }
 
 // httpPost POSTs one JSON-RPC message on sess's session. A canceled ctx
