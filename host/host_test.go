@@ -107,6 +107,26 @@ func overHTTP(t *testing.T, g *gateway.Gateway) mcp.Transport {
 	return &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}
 }
 
+// overFront serves the gateway's own HTTP/1.1 front (gateway.Server, what
+// `mcpvisor run` listens with) on a loopback port.
+func overFront(t *testing.T, g *gateway.Gateway) mcp.Transport {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := g.NewServer(g.HTTPHandler(), 10*time.Second)
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("front shutdown: %v", err)
+		}
+	})
+	return &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + "/mcp"}
+}
+
 func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions, setup func(*mcp.Client), link downstreamLink, so *mcp.ClientSessionOptions) (*host.Host, *mcp.ClientSession) {
 	t.Helper()
 	h := readyHost(t, src)
@@ -433,7 +453,7 @@ server "wrapped" {
 // stream to carry the roots/list request, and the client's answer is POSTed
 // back to the gateway.
 func TestRootsForwarded(t *testing.T) {
-	for name, link := range map[string]downstreamLink{"in-memory": inMemory, "http": overHTTP} {
+	for name, link := range map[string]downstreamLink{"in-memory": inMemory, "http": overHTTP, "front": overFront} {
 		t.Run(name, func(t *testing.T) {
 			src := fmt.Sprintf(`server "echo" {
   command = %q
@@ -450,7 +470,7 @@ func TestRootsForwarded(t *testing.T) {
 			if got := textOf(t, res.Content[0]); got != "file:///work/project" {
 				t.Fatalf("upstream saw roots %q, want the downstream client's", got)
 			}
-			if name == "http" && h.Gateway().FastCalls() == before {
+			if name != "in-memory" && h.Gateway().FastCalls() == before {
 				t.Error("the call did not take the HTTP fast path")
 			}
 		})
@@ -694,6 +714,7 @@ func TestFastPathFidelity(t *testing.T) {
 	t.Run("in-memory", func(t *testing.T) { testFastPathFidelity(t, inMemory) })
 	t.Run("line", func(t *testing.T) { testFastPathFidelity(t, linePipes) })
 	t.Run("http", func(t *testing.T) { testFastPathFidelity(t, overHTTP) })
+	t.Run("front", func(t *testing.T) { testFastPathFidelity(t, overFront) })
 }
 
 func testFastPathFidelity(t *testing.T, link downstreamLink) {
@@ -996,5 +1017,48 @@ func terminate(t *testing.T, cmd *exec.Cmd, desc []int, stderr func() string) {
 		if testutil.Alive(pid) {
 			t.Errorf("process %d outlived mcpvisor", pid)
 		}
+	}
+}
+
+// A fast call whose client goes away (its connection closes, no cancel
+// sent) is canceled upstream: the front watches a call's connection once
+// the call has run a little while.
+func TestFrontCancelsCallOfVanishedClient(t *testing.T) {
+	src := fmt.Sprintf(`server "echo" {
+  command = %q
+}
+`, bins["echo"])
+	logs := &testutil.Buffer{}
+	testLogOutput = logs
+	defer func() { testLogOutput = nil }()
+	var addr string
+	link := func(t *testing.T, g *gateway.Gateway) mcp.Transport {
+		tr := overFront(t, g).(*mcp.StreamableClientTransport)
+		addr = strings.TrimSuffix(strings.TrimPrefix(tr.Endpoint, "http://"), "/mcp")
+		return tr
+	}
+	h, cs := startHostWithClient(t, src, nil, nil, link, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	before := h.Gateway().FastCalls()
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__sleep","arguments":{"ms":60000}}}`
+	fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"Mcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: %d\r\n\r\n%s", addr, cs.ID(), len(body), body)
+	testutil.Eventually(t, 30*time.Second, "the call to take the fast path", func() bool {
+		return h.Gateway().FastCalls() > before
+	})
+	time.Sleep(100 * time.Millisecond) // past the front's watchAfter
+	c.Close()
+	inLogs(t, logs)()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "still here"}})
+	if err != nil || textOf(t, res.Content[0]) != "still here" {
+		t.Fatalf("after the vanished client: %v", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/gateway"
 	"github.com/mcpvisor/mcpvisor/host/upstream"
 )
 
@@ -205,9 +206,9 @@ func runCmd(args []string, stdio IO) int {
 	settleCancel()
 
 	errc := make(chan error, 2)
-	var srv *http.Server
+	var srv *gateway.Server
 	if ln != nil {
-		srv = &http.Server{Handler: httpMux(h, cfg), ReadHeaderTimeout: 10 * time.Second}
+		srv = h.Gateway().NewServer(httpMux(h, cfg), 10*time.Second)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("http server: %w", err)

@@ -87,6 +87,10 @@ type Gateway struct {
 
 	httpOnce    sync.Once
 	httpHandler http.Handler
+	// checksOnce prepares the origin and bearer checks of HTTP requests.
+	checksOnce     sync.Once
+	allowedOrigins map[string]bool
+	wantToken      [32]byte
 
 	// subMu guards subs and serialises the upstream subscribe and
 	// unsubscribe calls, so a URI is subscribed upstream exactly once while

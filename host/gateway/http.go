@@ -50,13 +50,9 @@ func (g *Gateway) HTTPHandler() http.Handler {
 // checkOrigin refuses browser requests from origins other than loopback
 // and the configured ones, so a web page cannot drive the gateway.
 func (g *Gateway) checkOrigin(next http.Handler) http.Handler {
-	allowed := make(map[string]bool, len(g.opts.AllowedOrigins))
-	for _, o := range g.opts.AllowedOrigins {
-		allowed[normaliseOrigin(o)] = true
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
-		if origin != "" && !loopbackOrigin(origin) && !allowed[normaliseOrigin(origin)] {
+		if !g.originAllowed(origin) {
 			g.logger.Warn("http request refused: origin not allowed", "origin", origin, "remote", r.RemoteAddr)
 			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 			return
@@ -65,24 +61,59 @@ func (g *Gateway) checkOrigin(next http.Handler) http.Handler {
 	})
 }
 
-// checkBearer requires the configured bearer token. The comparison is of
-// fixed-length digests in constant time, so neither the token's content nor
-// its length leaks through timing.
+// originAllowed reports whether a request with this Origin header (empty:
+// none) may use the gateway.
+func (g *Gateway) originAllowed(origin string) bool {
+	g.checksOnce.Do(g.initChecks)
+	return origin == "" || loopbackOrigin(origin) || g.allowedOrigins[normaliseOrigin(origin)]
+}
+
+// checkBearer requires the configured bearer token.
 func (g *Gateway) checkBearer(next http.Handler) http.Handler {
 	if g.opts.BearerToken == "" {
 		return next
 	}
-	want := sha256.Sum256([]byte(g.opts.BearerToken))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := bearerToken(r.Header.Get("Authorization"))
-		sum := sha256.Sum256([]byte(got))
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		if !g.bearerAllowed(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpvisor"`)
 			http.Error(w, "Unauthorized: a valid bearer token is required", http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearerAllowed reports whether a request with this Authorization header
+// may use the gateway: always without a configured token. The comparison
+// is of fixed-length digests in constant time, so neither the token's
+// content nor its length leaks through timing.
+func (g *Gateway) bearerAllowed(authorization string) bool {
+	if g.opts.BearerToken == "" {
+		return true
+	}
+	g.checksOnce.Do(g.initChecks)
+	got, ok := bearerToken(authorization)
+	sum := sha256.Sum256([]byte(got))
+	return ok && subtle.ConstantTimeCompare(sum[:], g.wantToken[:]) == 1
+}
+
+func (g *Gateway) initChecks() {
+	g.allowedOrigins = make(map[string]bool, len(g.opts.AllowedOrigins))
+	for _, o := range g.opts.AllowedOrigins {
+		g.allowedOrigins[normaliseOrigin(o)] = true
+	}
+	g.wantToken = sha256.Sum256([]byte(g.opts.BearerToken))
+}
+
+// frontFast reports whether the front (h1.go) should offer req to the fast
+// path: a POST to /mcp on a session, from an allowed origin with the
+// token, on a version with sessions. serveFast makes the remaining checks.
+func (g *Gateway) frontFast(req *frontRequest) bool {
+	h := req.header
+	return g.rawBackend != nil && req.method == http.MethodPost && req.target == "/mcp" &&
+		req.hosts == 1 && h.Get("Mcp-Session-Id") != "" &&
+		h.Get("Mcp-Protocol-Version") < statelessProtocolVersion &&
+		g.originAllowed(h.Get("Origin")) && g.bearerAllowed(h.Get("Authorization"))
 }
 
 // bearerToken extracts the token of an "Authorization: Bearer <token>"

@@ -1,0 +1,767 @@
+package gateway
+
+/*
+Design note: the HTTP/1.1 front.
+
+net/http's server costs a proxy hop more than the proxying does: per
+request it hands the connection to a background reader goroutine and takes
+it back, and on a small machine every such handoff is a cross-thread
+wakeup. Server (NewServer) is a front for the gateway's listener that
+serves the one request that has to be fast — a tools/call POST on a live
+session, the fast path of fasthttp.go — on the connection's own goroutine:
+read, call the upstream, write the answer, with no handoff at all.
+Everything else goes to an ordinary net/http server behind the front:
+
+  - A request head the front parses is framed exactly as net/http frames
+    it: HTTP/1.1, CRLF lines, token header names, no control characters,
+    no Transfer-Encoding, Expect or Upgrade, at most one plain decimal
+    Content-Length. Such a request the front does not answer itself is
+    passed, as the bytes the client sent, to net/http over an in-memory
+    connection kept for the client's connection, and net/http's response
+    is relayed back (framed by net/http's own Content-Length or chunked
+    encoding). Requests are answered in order, one at a time.
+  - A head outside that subset (HTTP/1.0, chunked bodies, anything odd),
+    an oversized head or body, makes the front hand the whole connection
+    to net/http, the bytes it read first; from then on the front is out of
+    the way and net/http frames every byte. So the front and net/http never
+    disagree on where a request ends: no request smuggling.
+
+A client that goes away while net/http serves its request is noticed as
+net/http would notice it (the request's context ends). A fast call that
+runs longer than watchAfter starts the same watch, so a long tool call is
+canceled when its client disappears; a quick one pays nothing for it.
+*/
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// maxHeadBytes bounds the request heads the front reads; a longer one
+	// goes to net/http, whose own limit (1 MB) applies.
+	maxHeadBytes = 32 << 10
+	// watchAfter is how long a fast call runs before the front watches its
+	// connection for the client going away.
+	watchAfter = 5 * time.Millisecond
+)
+
+// Server serves the gateway over HTTP/1.1 (see the design note): the
+// fast path's tools/call POSTs on the connection's goroutine, everything
+// else through an http.Server with Handler, which must serve the gateway's
+// HTTPHandler at /mcp.
+type Server struct {
+	g     *Gateway
+	inner *http.Server
+	vl    *pipeListener
+	// readHeaderTimeout bounds reading a head once its first byte came.
+	readHeaderTimeout time.Duration
+
+	serveOnce sync.Once
+	closing   atomic.Bool
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*frontConn]struct{}
+	wg        sync.WaitGroup
+}
+
+// NewServer returns a Server for handler. readHeaderTimeout bounds the
+// time to read a request head (zero: no bound), as http.Server's does.
+func (g *Gateway) NewServer(handler http.Handler, readHeaderTimeout time.Duration) *Server {
+	vl := newPipeListener()
+	return &Server{
+		g:                 g,
+		vl:                vl,
+		inner:             &http.Server{Handler: handler, ReadHeaderTimeout: readHeaderTimeout},
+		readHeaderTimeout: readHeaderTimeout,
+		listeners:         map[net.Listener]struct{}{},
+		conns:             map[*frontConn]struct{}{},
+	}
+}
+
+// Serve accepts connections on ln until Shutdown, when it returns
+// http.ErrServerClosed; any other accept error ends it too.
+func (s *Server) Serve(ln net.Listener) error {
+	s.serveOnce.Do(func() { go s.inner.Serve(s.vl) })
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		return http.ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() { // out of descriptors and the like: wait, as net/http does
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		fc := s.track(c)
+		if fc == nil {
+			c.Close()
+			continue
+		}
+		go fc.serve()
+	}
+}
+
+func (s *Server) track(c net.Conn) *frontConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return nil
+	}
+	fc := &frontConn{s: s, c: c, br: bufio.NewReaderSize(c, 16<<10), bw: bufio.NewWriterSize(c, 16<<10)}
+	fc.base = context.WithValue(context.Background(), http.LocalAddrContextKey, c.LocalAddr())
+	fc.remote = c.RemoteAddr().String()
+	s.conns[fc] = struct{}{}
+	s.wg.Add(1)
+	return fc
+}
+
+func (s *Server) forget(fc *frontConn) {
+	s.mu.Lock()
+	delete(s.conns, fc)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// Shutdown stops accepting, closes idle connections and waits for the
+// requests being served, as http.Server's Shutdown does; when ctx ends
+// first it returns ctx's error and leaves the rest running.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing.Store(true)
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	s.mu.Unlock()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		for fc := range s.conns {
+			fc.closeIfIdle()
+		}
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	s.wg.Wait()
+	return s.inner.Shutdown(ctx)
+}
+
+// Connection states.
+const (
+	connIdle   int32 = iota // waiting for a request
+	connActive              // reading or serving one
+	connClosed              // closed by Shutdown
+)
+
+// frontConn is one client connection of the front.
+type frontConn struct {
+	s      *Server
+	c      net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	base   context.Context
+	remote string
+	state  atomic.Int32
+
+	// pipe is the front's end of the in-memory connection to net/http,
+	// made for the first request net/http serves.
+	pipe net.Conn
+	pbr  *bufio.Reader
+	// buf holds the request being served: its head and body as read.
+	buf []byte
+}
+
+func (fc *frontConn) closeIfIdle() {
+	if fc.state.CompareAndSwap(connIdle, connClosed) {
+		fc.c.Close()
+	}
+}
+
+func (fc *frontConn) close() {
+	fc.c.Close()
+	if fc.pipe != nil {
+		fc.pipe.Close()
+	}
+}
+
+func (fc *frontConn) serve() {
+	defer fc.s.forget(fc)
+	for {
+		if _, err := fc.br.Peek(1); err != nil {
+			fc.close()
+			return
+		}
+		if !fc.state.CompareAndSwap(connIdle, connActive) {
+			fc.close()
+			return
+		}
+		req, err := fc.readRequest()
+		if errors.Is(err, errHandoff) {
+			fc.handoff()
+			return
+		}
+		if err != nil {
+			fc.close()
+			return
+		}
+		keep := fc.serveRequest(req)
+		if !keep || fc.s.closing.Load() {
+			fc.close()
+			return
+		}
+		fc.state.Store(connIdle)
+	}
+}
+
+// readRequest reads one request head and, when it is framed by the front
+// and not larger than the fast path takes, its body, into fc.buf.
+func (fc *frontConn) readRequest() (*frontRequest, error) {
+	fc.buf = fc.buf[:0]
+	buffered, _ := fc.br.Peek(fc.br.Buffered())
+	if bytes.Index(buffered, []byte("\r\n\r\n")) < 0 && fc.s.readHeaderTimeout > 0 {
+		// Not all here yet: bound the wait for the rest of the head.
+		fc.c.SetReadDeadline(time.Now().Add(fc.s.readHeaderTimeout))
+		defer fc.c.SetReadDeadline(time.Time{}) // on every way out
+	}
+	for {
+		line, err := fc.br.ReadSlice('\n')
+		fc.buf = append(fc.buf, line...)
+		if err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) && len(fc.buf) <= maxHeadBytes {
+				continue
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				return nil, errHandoff
+			}
+			return nil, err
+		}
+		if len(fc.buf) > maxHeadBytes {
+			return nil, errHandoff
+		}
+		if len(line) <= 2 && (len(line) == 1 || line[0] == '\r') {
+			break
+		}
+	}
+	req, err := parseHead(fc.buf)
+	if err != nil {
+		return nil, err
+	}
+	if req.contentLength > maxFastBody {
+		return nil, errHandoff
+	}
+	if n := int(req.contentLength); n > 0 {
+		start := len(fc.buf)
+		fc.buf = append(fc.buf, make([]byte, n)...)
+		if _, err := io.ReadFull(fc.br, fc.buf[start:]); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// handoff gives the connection to net/http, the bytes read of the current
+// request first.
+func (fc *frontConn) handoff() {
+	if fc.pipe != nil {
+		fc.pipe.Close() // net/http's connection for it is idle: it ends
+	}
+	read := append([]byte(nil), fc.buf...)
+	rc := &replayConn{Conn: fc.c, r: io.MultiReader(bytes.NewReader(read), fc.br)}
+	if !fc.s.vl.push(rc) {
+		fc.c.Close()
+	}
+}
+
+// serveRequest answers req on the fast path or through net/http and
+// reports whether the connection stays open.
+func (fc *frontConn) serveRequest(req *frontRequest) bool {
+	if fc.s.g.frontFast(req) {
+		if served, keep := fc.serveFast(req); served {
+			return keep && !req.close
+		}
+	}
+	return fc.viaHTTP(req) && !req.close
+}
+
+// serveFast offers req to the gateway's fast path. It reports whether the
+// gateway answered it and whether the connection is still good.
+func (fc *frontConn) serveFast(req *frontRequest) (served, keep bool) {
+	body := fc.buf[len(fc.buf)-int(req.contentLength):]
+	ctx, cancel := context.WithCancel(fc.base)
+	defer cancel()
+	r := (&http.Request{
+		Method:        req.method,
+		URL:           &url.URL{Path: req.target},
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        req.header,
+		Host:          req.header.Get("Host"),
+		ContentLength: req.contentLength,
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		RemoteAddr:    fc.remote,
+		RequestURI:    req.target,
+	}).WithContext(ctx)
+	w := &frontWriter{fc: fc, header: make(http.Header, 4), close: req.close}
+
+	var gone atomic.Bool
+	done := make(chan struct{})
+	timer := time.AfterFunc(watchAfter, func() {
+		defer close(done)
+		if fc.watch() {
+			gone.Store(true)
+			cancel()
+		}
+	})
+	served = fc.s.g.serveFast(w, r)
+	if !timer.Stop() {
+		fc.endWatch(done)
+	}
+	if !served {
+		return false, true
+	}
+	if gone.Load() {
+		return true, false
+	}
+	return true, w.finish() == nil
+}
+
+// watch blocks until the client sends more or goes away, or endWatch, and
+// reports whether the client went away.
+func (fc *frontConn) watch() bool {
+	_, err := fc.br.Peek(1)
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// endWatch interrupts watch and waits for it to return.
+func (fc *frontConn) endWatch(done <-chan struct{}) {
+	fc.c.SetReadDeadline(aLongTimeAgo)
+	<-done
+	fc.c.SetReadDeadline(time.Time{})
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// viaHTTP has net/http serve req and relays its response; it reports
+// whether the connection stays open.
+func (fc *frontConn) viaHTTP(req *frontRequest) bool {
+	if fc.pipe == nil {
+		a, b := net.Pipe()
+		if !fc.s.vl.push(&addrConn{Conn: b, local: fc.c.LocalAddr(), remote: fc.c.RemoteAddr()}) {
+			a.Close()
+			return false
+		}
+		fc.pipe, fc.pbr = a, bufio.NewReader(a)
+	}
+	wrote := make(chan error, 1)
+	raw := fc.buf
+	go func() {
+		_, err := fc.pipe.Write(raw)
+		wrote <- err
+	}()
+	var gone atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if fc.watch() {
+			gone.Store(true)
+			fc.pipe.Close() // net/http's request context ends
+		}
+	}()
+	keep := fc.relay(req.method == http.MethodHead)
+	fc.endWatch(done)
+	if !keep {
+		fc.pipe.Close()
+	}
+	if err := <-wrote; err != nil {
+		return false
+	}
+	return keep && !gone.Load()
+}
+
+// relay copies one response of net/http's to the client and reports
+// whether net/http keeps the connection.
+func (fc *frontConn) relay(head bool) bool {
+	for {
+		h, err := readResponseHead(fc.pbr)
+		if err != nil {
+			return false
+		}
+		fc.bw.Write(h.raw)
+		if h.status >= 100 && h.status < 200 && h.status != http.StatusSwitchingProtocols {
+			if fc.bw.Flush() != nil {
+				return false
+			}
+			continue // an interim response: the final one follows
+		}
+		switch {
+		case h.status == http.StatusSwitchingProtocols:
+			fc.bw.Flush()
+			return false // never asked for: Upgrade requests are handed off
+		case head || h.status == http.StatusNoContent || h.status == http.StatusNotModified:
+		case h.chunked:
+			if !fc.relayChunks() {
+				return false
+			}
+		case h.contentLength >= 0:
+			if !fc.relayN(h.contentLength) {
+				return false
+			}
+		default: // the body ends when net/http closes
+			fc.relayN(-1)
+			fc.bw.Flush()
+			return false
+		}
+		return fc.bw.Flush() == nil && !h.close
+	}
+}
+
+// relayN copies n bytes (all, when n < 0) of the response body, flushing
+// whenever net/http has no more ready, so streams reach the client as
+// they are written.
+func (fc *frontConn) relayN(n int64) bool {
+	for n != 0 {
+		p, err := fc.pbr.Peek(1)
+		if err != nil {
+			return n < 0 && errors.Is(err, io.EOF)
+		}
+		p, _ = fc.pbr.Peek(fc.pbr.Buffered())
+		if n > 0 && int64(len(p)) > n {
+			p = p[:n]
+		}
+		if _, err := fc.bw.Write(p); err != nil {
+			return false
+		}
+		fc.pbr.Discard(len(p))
+		if n > 0 {
+			n -= int64(len(p))
+		}
+		if fc.pbr.Buffered() == 0 && fc.bw.Flush() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// relayChunks copies a chunked body and its trailer.
+func (fc *frontConn) relayChunks() bool {
+	for {
+		line, err := fc.pbr.ReadSlice('\n')
+		if err != nil {
+			return false
+		}
+		fc.bw.Write(line)
+		size, err := strconv.ParseInt(string(bytes.TrimRight(line, "\r\n")), 16, 64)
+		if err != nil || size < 0 {
+			return false
+		}
+		if size == 0 {
+			for { // trailer lines, then the empty line
+				line, err := fc.pbr.ReadSlice('\n')
+				if err != nil {
+					return false
+				}
+				fc.bw.Write(line)
+				if len(line) <= 2 {
+					return true
+				}
+			}
+		}
+		if !fc.relayN(size + 2) {
+			return false
+		}
+	}
+}
+
+// responseHead is a response head of net/http's, as read.
+type responseHead struct {
+	raw           []byte
+	status        int
+	chunked       bool
+	contentLength int64
+	close         bool
+}
+
+func readResponseHead(br *bufio.Reader) (*responseHead, error) {
+	h := &responseHead{contentLength: -1}
+	for first := true; ; first = false {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return nil, err
+		}
+		h.raw = append(h.raw, line...)
+		text := bytes.TrimRight(line, "\r\n")
+		if first {
+			_, rest, _ := bytes.Cut(text, []byte{' '})
+			code, _, _ := bytes.Cut(rest, []byte{' '})
+			if h.status, err = strconv.Atoi(string(code)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if len(text) == 0 {
+			return h, nil
+		}
+		name, value, _ := bytes.Cut(text, []byte{':'})
+		value = trimOWS(value)
+		switch {
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			h.chunked = hasToken(value, "chunked")
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if h.contentLength, err = strconv.ParseInt(string(value), 10, 64); err != nil {
+				return nil, err
+			}
+		case bytes.EqualFold(name, []byte("Connection")):
+			h.close = hasToken(value, "close")
+		}
+	}
+}
+
+// frontWriter is the http.ResponseWriter of a fast call on the front: the
+// answer is written as one response with Content-Length, or chunked from
+// the first Flush on (an SSE stream).
+type frontWriter struct {
+	fc          *frontConn
+	header      http.Header
+	status      int
+	wroteHeader bool
+	chunked     bool
+	close       bool
+	body        []byte
+	err         error
+	done        bool
+}
+
+func (w *frontWriter) Header() http.Header { return w.header }
+
+func (w *frontWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = code, true
+	}
+}
+
+func (w *frontWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	if !w.chunked {
+		w.body = append(w.body, p...)
+		return len(p), nil
+	}
+	w.chunk(p)
+	return len(p), w.err
+}
+
+// Flush sends what was written and makes the rest of the body chunked.
+func (w *frontWriter) Flush() {
+	w.WriteHeader(http.StatusOK)
+	if !w.chunked {
+		w.chunked = true
+		w.writeHead(-1)
+		w.chunk(w.body)
+		w.body = nil
+	}
+	w.flush()
+}
+
+func (w *frontWriter) chunk(p []byte) {
+	if len(p) == 0 || w.err != nil {
+		return
+	}
+	bw := w.fc.bw
+	bw.WriteString(strconv.FormatInt(int64(len(p)), 16))
+	bw.WriteString("\r\n")
+	bw.Write(p)
+	_, w.err = bw.WriteString("\r\n")
+}
+
+func (w *frontWriter) flush() {
+	if w.err == nil {
+		w.err = w.fc.bw.Flush()
+	}
+}
+
+// finish ends the response: it writes the whole of it, or ends the chunked
+// body.
+func (w *frontWriter) finish() error {
+	if w.done {
+		return w.err
+	}
+	w.done = true
+	w.WriteHeader(http.StatusOK)
+	if w.chunked {
+		if w.err == nil {
+			_, w.err = w.fc.bw.WriteString("0\r\n\r\n")
+		}
+	} else {
+		w.writeHead(len(w.body))
+		if w.err == nil {
+			_, w.err = w.fc.bw.Write(w.body)
+		}
+	}
+	w.flush()
+	return w.err
+}
+
+// writeHead writes the status line and headers: with Content-Length n, or
+// chunked when n < 0.
+func (w *frontWriter) writeHead(n int) {
+	bw := w.fc.bw
+	bw.WriteString("HTTP/1.1 ")
+	bw.WriteString(strconv.Itoa(w.status))
+	bw.WriteByte(' ')
+	bw.WriteString(http.StatusText(w.status))
+	bw.WriteString("\r\n")
+	w.header.Del("Content-Length")
+	w.header.Del("Transfer-Encoding")
+	w.header.Del("Connection")
+	for k, vs := range w.header {
+		for _, v := range vs {
+			if bytes.ContainsAny([]byte(v), "\r\n") {
+				continue
+			}
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	bw.WriteString("Date: ")
+	bw.Write(httpDate())
+	bw.WriteString("\r\n")
+	switch {
+	case n < 0:
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	case w.status == http.StatusNoContent || w.status == http.StatusNotModified:
+	default:
+		bw.WriteString("Content-Length: ")
+		bw.WriteString(strconv.Itoa(n))
+		bw.WriteString("\r\n")
+	}
+	if w.close {
+		bw.WriteString("Connection: close\r\n")
+	}
+	_, w.err = bw.WriteString("\r\n")
+}
+
+// dateCache is the Date header value of the current second.
+var dateCache atomic.Pointer[cachedDate]
+
+type cachedDate struct {
+	sec int64
+	b   []byte
+}
+
+func httpDate() []byte {
+	now := time.Now()
+	if d := dateCache.Load(); d != nil && d.sec == now.Unix() {
+		return d.b
+	}
+	d := &cachedDate{sec: now.Unix(), b: now.UTC().AppendFormat(nil, http.TimeFormat)}
+	dateCache.Store(d)
+	return d.b
+}
+
+// pipeListener hands the front's connections to the net/http server.
+type pipeListener struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) push(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "mcpvisor-front" }
+
+// addrConn is the net/http side of a front connection's pipe, with the
+// client connection's addresses (for the SDK's DNS rebinding check, logs).
+type addrConn struct {
+	net.Conn
+	local, remote net.Addr
+}
+
+func (c *addrConn) LocalAddr() net.Addr  { return c.local }
+func (c *addrConn) RemoteAddr() net.Addr { return c.remote }
+
+// replayConn is a client connection handed to net/http: the bytes the
+// front read first, then the rest.
+type replayConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite lets net/http half-close the connection as it does its own.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
