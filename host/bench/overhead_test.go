@@ -79,6 +79,7 @@ func BenchmarkCallOverhead(b *testing.B) {
 		{"library", libraryPair, false},
 		{"refproxy-stdio", refStdioPair, true},
 		{"refproxy-http", refHTTPPair, true},
+		{"refproxy-tcp", refTCPPair, true},
 	}
 	for _, s := range setups {
 		for _, conc := range []int{1, overheadConcurrency} {
@@ -102,11 +103,23 @@ func refStdioPair(b *testing.B) (direct, proxied caller) {
 // refHTTPPair is httpPair with refproxy -http (net/http's reverse proxy,
 // no MCP) in mcpvisor's place.
 func refHTTPPair(b *testing.B) (direct, proxied caller) {
+	return refHTTPLike(b)
+}
+
+// refTCPPair is httpPair with refproxy -http -tcp (a byte relay per
+// connection, no HTTP, no MCP) in mcpvisor's place: the least a second
+// process on a TCP path adds here.
+func refTCPPair(b *testing.B) (direct, proxied caller) {
+	return refHTTPLike(b, "-tcp")
+}
+
+func refHTTPLike(b *testing.B, flags ...string) (direct, proxied caller) {
 	up := testutil.StartServer(b, bins["echo"], "-http", "127.0.0.1:0")
 	hc := httpClient(b)
 	direct = sessionCaller(connect(b, &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc}), "echo")
 	base := strings.TrimSuffix(up.URL, "/mcp")
-	ref := testutil.StartServer(b, bins["refproxy"], "-http", "127.0.0.1:0", "-to", base)
+	args := append([]string{"-http", "127.0.0.1:0", "-to", base}, flags...)
+	ref := testutil.StartServer(b, bins["refproxy"], args...)
 	proxied = sessionCaller(connect(b, &mcp.StreamableClientTransport{Endpoint: ref.URL + "/mcp", HTTPClient: hc}), "echo")
 	return direct, proxied
 }
