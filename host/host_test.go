@@ -718,14 +718,7 @@ func TestFastPathFidelity(t *testing.T) {
 }
 
 func testFastPathFidelity(t *testing.T, link downstreamLink) {
-	src := fmt.Sprintf(`server "echo" {
-  command = %q
-}
-`, bins["echo"])
-	logs := &testutil.Buffer{}
-	testLogOutput = logs
-	defer func() { testLogOutput = nil }()
-	h, cs := startHostWithClient(t, src, nil, nil, link, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	h, cs, logs := echoHostWithLogs(t, link)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	before := h.Gateway().FastCalls()
@@ -805,6 +798,22 @@ func cancelSleep(t *testing.T, cs *mcp.ClientSession, reached func()) {
 		t.Errorf("canceled call: %v", err)
 	}
 	reached()
+}
+
+// echoHostWithLogs starts a host with the echo server, whose logs (the
+// upstream's stderr among them) it captures, and a client on a
+// session-based protocol over link.
+func echoHostWithLogs(t *testing.T, link downstreamLink) (*host.Host, *mcp.ClientSession, *testutil.Buffer) {
+	t.Helper()
+	src := fmt.Sprintf(`server "echo" {
+  command = %q
+}
+`, bins["echo"])
+	logs := &testutil.Buffer{}
+	testLogOutput = logs
+	t.Cleanup(func() { testLogOutput = nil })
+	h, cs := startHostWithClient(t, src, nil, nil, link, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	return h, cs, logs
 }
 
 // inLogs waits until the host's logs (the upstream's stderr among them)
@@ -1024,20 +1033,13 @@ func terminate(t *testing.T, cmd *exec.Cmd, desc []int, stderr func() string) {
 // sent) is canceled upstream: the front watches a call's connection once
 // the call has run a little while.
 func TestFrontCancelsCallOfVanishedClient(t *testing.T) {
-	src := fmt.Sprintf(`server "echo" {
-  command = %q
-}
-`, bins["echo"])
-	logs := &testutil.Buffer{}
-	testLogOutput = logs
-	defer func() { testLogOutput = nil }()
 	var addr string
 	link := func(t *testing.T, g *gateway.Gateway) mcp.Transport {
 		tr := overFront(t, g).(*mcp.StreamableClientTransport)
 		addr = strings.TrimSuffix(strings.TrimPrefix(tr.Endpoint, "http://"), "/mcp")
 		return tr
 	}
-	h, cs := startHostWithClient(t, src, nil, nil, link, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	h, cs, logs := echoHostWithLogs(t, link)
 	before := h.Gateway().FastCalls()
 
 	c, err := net.Dial("tcp", addr)
