@@ -42,6 +42,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,9 +113,11 @@ func (s *Server) Serve(ln net.Listener) error {
 			if s.closing.Load() {
 				return http.ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // out of descriptors and the like: wait, as net/http does
+			// Out of descriptors and the like: wait and retry, as
+			// net/http does, rather than stop serving.
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.g.logger.Warn("accepting a connection failed; retrying", "error", err, "in", delay)
 				time.Sleep(delay)
 				continue
 			}
@@ -653,7 +656,7 @@ func (w *frontWriter) writeHead(n int) {
 	w.header.Del("Connection")
 	for k, vs := range w.header {
 		for _, v := range vs {
-			if bytes.ContainsAny([]byte(v), "\r\n") {
+			if strings.ContainsAny(v, "\r\n") {
 				continue
 			}
 			bw.WriteString(k)

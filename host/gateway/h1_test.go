@@ -221,3 +221,50 @@ func TestFrontShutdown(t *testing.T) {
 		t.Fatalf("Serve returned %v, want http.ErrServerClosed", err)
 	}
 }
+
+// flakyListener fails its first Accept the way a process out of file
+// descriptors does.
+type flakyListener struct {
+	net.Listener
+	failed bool
+}
+
+type temporaryError struct{}
+
+func (temporaryError) Error() string   { return "accept: too many open files" }
+func (temporaryError) Timeout() bool   { return false }
+func (temporaryError) Temporary() bool { return true }
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, temporaryError{}
+	}
+	return l.Listener.Accept()
+}
+
+// A temporary accept failure (EMFILE and the like) does not stop the
+// front from serving, as it does not stop net/http.
+func TestFrontRetriesTemporaryAcceptErrors(t *testing.T) {
+	e := newEnv(t, gateway.Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := e.gw.NewServer(echoHandler(), 5*time.Second)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(&flakyListener{Listener: ln}) }()
+	rc := dialRaw(t, ln.Addr().String())
+	rc.send("GET /after HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, body := rc.read("GET"); body != "GET /after  from-loopback=true" {
+		t.Fatalf("after a temporary accept error: %q", body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve returned %v", err)
+	}
+}

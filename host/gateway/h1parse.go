@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"strconv"
+	"strings"
 )
 
 // errHandoff reports a request head outside the strict subset the front
@@ -120,7 +121,7 @@ func isTchar(c byte) bool {
 	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
 		return true
 	}
-	return bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // isVisible reports whether b is printable ASCII without spaces.
