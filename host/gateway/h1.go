@@ -46,6 +46,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/sockio"
 )
 
 const (
@@ -139,7 +141,11 @@ func (s *Server) track(c net.Conn) *frontConn {
 	if s.closing.Load() {
 		return nil
 	}
-	fc := &frontConn{s: s, c: c, br: bufio.NewReaderSize(c, 16<<10), bw: bufio.NewWriterSize(c, 16<<10)}
+	fc := &frontConn{s: s, c: c}
+	if dc, ok := sockio.Detach(c); ok {
+		fc.c = dc
+	}
+	fc.br, fc.bw = bufio.NewReaderSize(connIO{fc}, 16<<10), bufio.NewWriterSize(connIO{fc}, 16<<10)
 	fc.base = context.WithValue(context.Background(), http.LocalAddrContextKey, c.LocalAddr())
 	fc.remote = c.RemoteAddr().String()
 	s.conns[fc] = struct{}{}
@@ -193,10 +199,14 @@ const (
 	connClosed              // closed by Shutdown
 )
 
-// frontConn is one client connection of the front.
+// frontConn is one client connection of the front. While it waits for and
+// serves fast calls, the connection is detached from the network poller
+// when it can be (sockio: the conn goroutine's thread reads and writes the
+// socket itself, saving two thread hand-offs per call); a connection that
+// starts a stream or is handed to net/http goes back to the poller.
 type frontConn struct {
 	s      *Server
-	c      net.Conn
+	c      net.Conn // a *sockio.Conn while detached
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	base   context.Context
@@ -209,6 +219,29 @@ type frontConn struct {
 	pbr  *bufio.Reader
 	// buf holds the request being served: its head and body as read.
 	buf []byte
+}
+
+// connIO reads and writes whichever connection fc has now.
+type connIO struct{ fc *frontConn }
+
+func (c connIO) Read(p []byte) (int, error)  { return c.fc.c.Read(p) }
+func (c connIO) Write(p []byte) (int, error) { return c.fc.c.Write(p) }
+
+// attach hands a detached connection back to the network poller; it
+// reports false when that failed and the connection is closed.
+func (fc *frontConn) attach() bool {
+	dc, ok := fc.c.(*sockio.Conn)
+	if !ok {
+		return true
+	}
+	nc, err := dc.Attach()
+	if err != nil {
+		fc.s.g.logger.Debug("front: handing a connection back to the poller failed", "error", err)
+		dc.Close()
+		return false
+	}
+	fc.c = nc
+	return true
 }
 
 func (fc *frontConn) closeIfIdle() {
@@ -305,6 +338,9 @@ func (fc *frontConn) handoff() {
 	if fc.pipe != nil {
 		fc.pipe.Close() // net/http's connection for it is idle: it ends
 	}
+	if !fc.attach() {
+		return
+	}
 	read := append([]byte(nil), fc.buf...)
 	rc := &replayConn{Conn: fc.c, r: io.MultiReader(bytes.NewReader(read), fc.br)}
 	if !fc.s.vl.push(rc) {
@@ -369,6 +405,13 @@ func (fc *frontConn) serveFast(req *frontRequest) (served, keep bool) {
 // watch blocks until the client sends more or goes away, or endWatch, and
 // reports whether the client went away.
 func (fc *frontConn) watch() bool {
+	if dc, ok := fc.c.(*sockio.Conn); ok {
+		if fc.br.Buffered() > 0 {
+			return false
+		}
+		gone, err := dc.WaitReadable()
+		return gone && err == nil
+	}
 	_, err := fc.br.Peek(1)
 	var ne net.Error
 	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
@@ -376,6 +419,12 @@ func (fc *frontConn) watch() bool {
 
 // endWatch interrupts watch and waits for it to return.
 func (fc *frontConn) endWatch(done <-chan struct{}) {
+	if dc, ok := fc.c.(*sockio.Conn); ok {
+		dc.Wake()
+		<-done
+		dc.Unwake()
+		return
+	}
 	fc.c.SetReadDeadline(aLongTimeAgo)
 	<-done
 	fc.c.SetReadDeadline(time.Time{})
@@ -386,6 +435,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // viaHTTP has net/http serve req and relays its response; it reports
 // whether the connection stays open.
 func (fc *frontConn) viaHTTP(req *frontRequest) bool {
+	if req.method != http.MethodPost && !fc.attach() {
+		return false // a GET is a stream, likely long: no thread for it
+	}
 	if fc.pipe == nil {
 		a, b := net.Pipe()
 		if !fc.s.vl.push(&addrConn{Conn: b, local: fc.c.LocalAddr(), remote: fc.c.RemoteAddr()}) {

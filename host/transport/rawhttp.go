@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/sockio"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
@@ -118,7 +119,7 @@ func (p *rawPoster) Post(ctx context.Context, header http.Header, body []byte) (
 	}
 	// A canceled ctx interrupts whatever the connection is doing; the
 	// connection is then not reused.
-	stop := context.AfterFunc(ctx, func() { rc.c.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, rc.abort)
 	fail := func(err error) (*http.Response, error) {
 		stop()
 		rc.c.Close()
@@ -230,6 +231,9 @@ func (p *rawPoster) conn(ctx context.Context) (*rawConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if dc, ok := sockio.Detach(c); ok {
+		c = dc
+	}
 	return &rawConn{c: c, br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}, nil
 }
 
@@ -264,6 +268,9 @@ func (rc *rawConn) alive() bool {
 	if rc.br.Buffered() > 0 {
 		return false
 	}
+	if dc, ok := rc.c.(*sockio.Conn); ok {
+		return dc.Alive()
+	}
 	sc, ok := rc.c.(syscall.Conn)
 	if !ok {
 		return false
@@ -280,6 +287,15 @@ func (rc *rawConn) alive() bool {
 		return true // one attempt, never wait
 	})
 	return err == nil && alive
+}
+
+// abort interrupts what the connection is doing; it is not reused after.
+func (rc *rawConn) abort() {
+	if dc, ok := rc.c.(*sockio.Conn); ok {
+		dc.Abort()
+		return
+	}
+	rc.c.SetDeadline(time.Unix(1, 0))
 }
 
 // rawBody returns its connection to the pool once the response was read
