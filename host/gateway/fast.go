@@ -32,6 +32,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/rawjson"
+	"github.com/mcpvisor/mcpvisor/host/transport"
 )
 
 // RawBackend is a Backend that can also forward a tools/call without
@@ -377,8 +378,7 @@ func (c *fastConn) Close() error {
 }
 
 func idKey(id jsonrpc.ID) string {
-	b, _ := json.Marshal(id.Raw())
-	return string(b)
+	return string(transport.AppendID(nil, id))
 }
 
 // FastCalls is how many tools/call requests took the raw fast path.

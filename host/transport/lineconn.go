@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -138,13 +139,24 @@ func (c *lineConn) WriteRawResult(id jsonrpc.ID, result json.RawMessage) error {
 // RawResponse encodes a response around a result that is already encoded
 // JSON (valid, as a decoded message's result is).
 func RawResponse(id jsonrpc.ID, result json.RawMessage) []byte {
-	idJSON, _ := json.Marshal(id.Raw())
-	buf := make([]byte, 0, len(result)+len(idJSON)+32)
+	buf := make([]byte, 0, len(result)+64)
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
-	buf = append(buf, idJSON...)
+	buf = AppendID(buf, id)
 	buf = append(buf, `,"result":`...)
 	buf = append(buf, result...)
 	return append(buf, '}')
+}
+
+// AppendID appends id as JSON, as json.Marshal(id.Raw()) encodes it.
+func AppendID(buf []byte, id jsonrpc.ID) []byte {
+	switch v := id.Raw().(type) {
+	case int64:
+		return strconv.AppendInt(buf, v, 10)
+	case string:
+		return append(buf, rawjson.Quote(v)...)
+	}
+	b, _ := json.Marshal(id.Raw())
+	return append(buf, b...)
 }
 
 // WriteRawRequest writes a request whose params are already encoded JSON,
@@ -241,7 +253,11 @@ func buildMessage(version, rawID, method, params, result, werr []byte) (jsonrpc.
 		}
 	}
 	var idv any
-	if rawID != nil {
+	if n, ok := smallInt(rawID); ok {
+		idv = float64(n) // as json.Unmarshal makes it
+	} else if len(rawID) > 0 && rawID[0] == '"' {
+		idv = rawjson.Unquote(rawID)
+	} else if rawID != nil {
 		if err := json.Unmarshal(rawID, &idv); err != nil {
 			return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
 		}
@@ -271,6 +287,25 @@ func buildMessage(version, rawID, method, params, result, werr []byte) (jsonrpc.
 		resp.Error = e
 	}
 	return resp, nil
+}
+
+// smallInt parses an integer literal of at most 15 digits (exact as a
+// float64); anything else is left to encoding/json.
+func smallInt(b []byte) (int64, bool) {
+	digits := b
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil
 }
 
 // decodeError decodes an error object with case-sensitive keys.

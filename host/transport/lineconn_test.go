@@ -25,6 +25,12 @@ func FuzzDecodeMessage(f *testing.F) {
 		`{"jsonrpc":"1.0","id":1,"result":{}}`,
 		`{"jsonrpc":"2.0","result":{}}`,
 		`{"jsonrpc":"2.0","id":[1],"result":{}}`,
+		`{"jsonrpc":"2.0","id":-0,"result":{}}`,
+		`{"jsonrpc":"2.0","id":-123456789012345,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1234567890123456789,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1.5,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1e3,"result":{}}`,
+		`{"jsonrpc":"2.0","id":"a\u0041\"<","result":{}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -44,6 +50,23 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		if reflect.TypeOf(want) != reflect.TypeOf(got) {
 			t.Fatalf("message type %T, SDK %T", got, want)
+		}
+	})
+}
+
+func FuzzAppendID(f *testing.F) {
+	f.Add(int64(7), "mcpvisor-rq-1")
+	f.Add(int64(-1<<63), "<&>\u2028\"\x00\xff")
+	f.Fuzz(func(t *testing.T, n int64, s string) {
+		for _, v := range []any{float64(n), s, nil} {
+			id, err := jsonrpc.MakeID(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(id.Raw())
+			if got := AppendID([]byte("x"), id); string(got) != "x"+string(want) {
+				t.Fatalf("AppendID(%#v) = %s, json.Marshal %s", id.Raw(), got[1:], want)
+			}
 		}
 	})
 }

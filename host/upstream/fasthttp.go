@@ -29,6 +29,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -206,7 +207,12 @@ func (s *Supervisor) readEventStream(ctx context.Context, sess *session, r io.Re
 // are joined with newlines; one event may hold at most maxHTTPMessage
 // bytes.
 func scanEvents(r io.Reader, fn func(data []byte) (done bool, err error)) error {
-	br := bufio.NewReaderSize(r, 4<<10)
+	br := sseReaders.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil)
+		sseReaders.Put(br)
+	}()
 	var data []byte
 	event := ""
 	for {
@@ -245,6 +251,9 @@ func scanEvents(r io.Reader, fn func(data []byte) (done bool, err error)) error 
 		}
 	}
 }
+
+// sseReaders are scanEvents' buffers (events are copied out of them).
+var sseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 
 // readSSELine returns the next line without its line ending (LF or CRLF).
 func readSSELine(br *bufio.Reader) ([]byte, error) {
