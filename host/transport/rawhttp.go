@@ -9,7 +9,9 @@ those two handoffs cost about a quarter of an HTTP upstream call. The raw
 path (upstream/fasthttp.go) only ever POSTs one JSON body and reads one
 response, so for plain http:// upstreams without a proxy it uses a
 rawPoster: HTTP/1.1 over its own kept-alive connections, written and read
-on the caller's goroutine, the response parsed by net/http's own
+on the caller's goroutine (detached from the network poller when sockio
+allows), the response parsed by readResponse — plain responses by a small
+parser checked against net/http's (FuzzReadResponse), anything else by
 http.ReadResponse. Everything else — https, proxies, a client the embedder
 supplied, and the SDK's own requests — stays on net/http.
 
@@ -136,12 +138,12 @@ func (p *rawPoster) Post(ctx context.Context, header http.Header, body []byte) (
 	if err := p.writeRequest(rc.bw, header, body); err != nil {
 		return fail(err)
 	}
-	resp, err := http.ReadResponse(rc.br, nil)
+	resp, err := readResponse(rc.br)
 	// Informational answers (103 Early Hints and the like) come before
 	// the real one.
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 		resp.Body.Close()
-		resp, err = http.ReadResponse(rc.br, nil)
+		resp, err = readResponse(rc.br)
 	}
 	if err != nil {
 		return fail(err)

@@ -71,7 +71,10 @@ func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string,
 		return nil, s.httpStatusError(sess, summary, resp)
 	}
 	var res *jsonrpc.Response
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	mt := resp.Header.Get("Content-Type")
+	if mt != "text/event-stream" && mt != "application/json" {
+		mt, _, _ = mime.ParseMediaType(mt)
+	}
 	switch mt {
 	case "application/json":
 		res, err = readJSONResponse(resp.Body, id)
