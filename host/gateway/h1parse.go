@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/h1text"
 )
 
 // errHandoff reports a request head outside the strict subset the front
@@ -38,19 +39,21 @@ const maxContentLengthDigits = 18
 // the subset the body is exactly Content-Length bytes (none without it),
 // which is how net/http frames the same bytes; FuzzParseHead checks that.
 func parseHead(head []byte) (*frontRequest, error) {
-	line, rest, ok := cutLine(head)
+	text := string(head) // one copy; every field below is a substring
+	line, rest, ok := cutLine(text)
 	if !ok {
 		return nil, errHandoff
 	}
-	method, line, ok := bytes.Cut(line, []byte{' '})
-	if !ok || len(method) == 0 || !isToken(method) {
+	method, line, ok := strings.Cut(line, " ")
+	if !ok || !h1text.IsToken(method) {
 		return nil, errHandoff
 	}
-	target, proto, ok := bytes.Cut(line, []byte{' '})
-	if !ok || len(target) == 0 || !isVisible(target) || string(proto) != "HTTP/1.1" {
+	target, proto, ok := strings.Cut(line, " ")
+	if !ok || len(target) == 0 || !h1text.IsVisible(target) || proto != "HTTP/1.1" {
 		return nil, errHandoff
 	}
-	req := &frontRequest{method: string(method), target: string(target), header: make(http.Header, 8)}
+	hb := h1text.NewHeader(strings.Count(rest, "\n"))
+	req := &frontRequest{method: method, target: target, header: hb.H}
 	seenLength := false
 	for {
 		if line, rest, ok = cutLine(rest); !ok {
@@ -59,32 +62,30 @@ func parseHead(head []byte) (*frontRequest, error) {
 		if len(line) == 0 {
 			break
 		}
-		name, value, ok := bytes.Cut(line, []byte{':'})
-		if !ok || len(name) == 0 || !isToken(name) || !validValue(value) {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || !h1text.IsToken(name) || !h1text.ValidValue(value) {
 			return nil, errHandoff
 		}
-		value = trimOWS(value)
-		key := textproto.CanonicalMIMEHeaderKey(string(name))
-		switch key {
+		value = h1text.TrimOWS(value)
+		switch key := hb.Add(name, value); key {
 		case "Transfer-Encoding", "Expect", "Upgrade":
 			return nil, errHandoff
 		case "Content-Length":
-			if seenLength || len(value) == 0 || len(value) > maxContentLengthDigits || !allDigits(value) {
+			if seenLength || len(value) == 0 || len(value) > maxContentLengthDigits || !h1text.AllDigits(value) {
 				return nil, errHandoff
 			}
 			seenLength = true
-			req.contentLength, _ = strconv.ParseInt(string(value), 10, 64)
+			req.contentLength, _ = strconv.ParseInt(value, 10, 64)
 		case "Host":
 			req.hosts++
 		case "Connection":
-			if hasToken(value, "close") {
+			if h1text.HasToken(value, "close") {
 				req.close = true
 			}
-			if hasToken(value, "upgrade") {
+			if h1text.HasToken(value, "upgrade") {
 				return nil, errHandoff
 			}
 		}
-		req.header[key] = append(req.header[key], string(value))
 	}
 	if len(rest) != 0 {
 		return nil, errHandoff // the caller passes exactly one head
@@ -92,71 +93,22 @@ func parseHead(head []byte) (*frontRequest, error) {
 	return req, nil
 }
 
-// cutLine returns the line before the first CRLF of b and what follows.
+// cutLine returns the line before the first CRLF of s and what follows.
 // A line holding CR or LF anywhere else is refused.
-func cutLine(b []byte) (line, rest []byte, ok bool) {
-	i := bytes.IndexByte(b, '\n')
-	if i < 1 || b[i-1] != '\r' {
-		return nil, nil, false
+func cutLine(s string) (line, rest string, ok bool) {
+	i := strings.IndexByte(s, '\n')
+	if i < 1 || s[i-1] != '\r' {
+		return "", "", false
 	}
-	line = b[:i-1]
-	if bytes.IndexByte(line, '\r') >= 0 {
-		return nil, nil, false
+	line = s[:i-1]
+	if strings.IndexByte(line, '\r') >= 0 {
+		return "", "", false
 	}
-	return line, b[i+1:], true
-}
-
-// isToken reports whether b is an RFC 9110 token.
-func isToken(b []byte) bool {
-	for _, c := range b {
-		if !isTchar(c) {
-			return false
-		}
-	}
-	return true
-}
-
-func isTchar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
-
-// isVisible reports whether b is printable ASCII without spaces.
-func isVisible(b []byte) bool {
-	for _, c := range b {
-		if c <= ' ' || c >= 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// validValue refuses control characters other than horizontal tab, as
-// net/http does; a value may not start with folded whitespace either, but
-// cutLine already refused line breaks.
-func validValue(b []byte) bool {
-	for _, c := range b {
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
+	return line, s[i+1:], true
 }
 
 func trimOWS(b []byte) []byte {
 	return bytes.Trim(b, " \t")
-}
-
-func allDigits(b []byte) bool {
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // hasToken reports whether the comma-separated list v holds token,

@@ -9,6 +9,9 @@ import (
 	"net/http/httputil"
 	"net/textproto"
 	"strconv"
+	"strings"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/h1text"
 )
 
 // maxFastResponseHead bounds the response heads readResponse parses
@@ -37,15 +40,15 @@ func readSimpleResponse(br *bufio.Reader) *http.Response {
 	if end < 0 {
 		return nil
 	}
-	head := buf[:end+2] // each line with its CRLF
-	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
-	status := line[min(len(line), 9):]
+	text := string(buf[:end+2]) // each line with its CRLF; fields are substrings
+	line, rest, _ := strings.Cut(text, "\r\n")
 	// "HTTP/1.1 200 OK": the reason phrase is optional.
-	if len(line) < 12 || string(line[:9]) != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') {
+	if len(line) < 12 || line[:9] != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') {
 		return nil
 	}
+	status := line[9:]
 	code := 0
-	for _, c := range line[9:12] {
+	for _, c := range []byte(line[9:12]) {
 		if c < '0' || c > '9' {
 			return nil
 		}
@@ -54,33 +57,33 @@ func readSimpleResponse(br *bufio.Reader) *http.Response {
 	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified || code > 599 {
 		return nil // informational and bodiless answers: net/http's
 	}
-	if !validReason(line[min(len(line), 13):]) {
+	if !h1text.ValidValue(line[min(len(line), 13):]) {
 		return nil
 	}
-	h := make(http.Header, 8)
+	hb := h1text.NewHeader(strings.Count(rest, "\n"))
+	h := hb.H
 	length, chunked, closing := int64(-1), false, false
 	for len(rest) > 0 {
-		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || len(name) == 0 || !isToken(name) || !validFieldValue(value) {
+		line, rest, _ = strings.Cut(rest, "\r\n")
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || !h1text.IsToken(name) || !h1text.ASCIIValue(value) {
 			return nil
 		}
-		value = bytes.Trim(value, " \t")
-		key := textproto.CanonicalMIMEHeaderKey(string(name))
-		switch key {
+		value = h1text.TrimOWS(value)
+		switch hb.Add(name, value) {
 		case "Content-Length":
-			if length >= 0 || len(value) == 0 || len(value) > 18 || !allDigits(value) {
+			if length >= 0 || len(value) == 0 || len(value) > 18 || !h1text.AllDigits(value) {
 				return nil
 			}
-			length, _ = strconv.ParseInt(string(value), 10, 64)
+			length, _ = strconv.ParseInt(value, 10, 64)
 		case "Transfer-Encoding":
-			if chunked || string(value) != "chunked" {
+			if chunked || value != "chunked" {
 				return nil
 			}
 			chunked = true
 		case "Connection":
-			if !bytes.EqualFold(value, []byte("keep-alive")) {
-				if !bytes.EqualFold(value, []byte("close")) {
+			if !strings.EqualFold(value, "keep-alive") {
+				if !strings.EqualFold(value, "close") {
 					return nil
 				}
 				closing = true
@@ -88,7 +91,6 @@ func readSimpleResponse(br *bufio.Reader) *http.Response {
 		case "Trailer":
 			return nil
 		}
-		h[key] = append(h[key], string(value))
 	}
 	if chunked == (length >= 0) {
 		return nil // neither (read to close) or both: net/http's
@@ -117,48 +119,6 @@ func readSimpleResponse(br *bufio.Reader) *http.Response {
 		resp.Body = &lengthBody{r: io.LimitedReader{R: br, N: length}}
 	}
 	return resp
-}
-
-// validReason: visible characters, spaces and tabs.
-func validReason(b []byte) bool {
-	for _, c := range b {
-		if (c < ' ' && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-// validFieldValue refuses control characters (but tab) and non-ASCII
-// bytes, which net/http would handle in its own ways.
-func validFieldValue(b []byte) bool {
-	for _, c := range b {
-		if (c < ' ' && c != '\t') || c >= 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
-func isToken(b []byte) bool {
-	for _, c := range b {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func allDigits(b []byte) bool {
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // lengthBody is a body of a known length.
