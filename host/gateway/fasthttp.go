@@ -80,11 +80,17 @@ func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodPost || sid == "" || !jsonContent(r) || rebindingSuspect(r) {
 		return false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxFastBody+1))
-	// Whatever happens next, the SDK handler can still read the body.
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-	if err != nil || len(body) > maxFastBody {
-		return false
+	var body []byte
+	if fb, ok := r.Body.(*frontBody); ok && fb.Len() == len(fb.b) {
+		body = fb.b // the front read it: no copy, and the body stays unread
+	} else {
+		var err error
+		body, err = io.ReadAll(io.LimitReader(r.Body, maxFastBody+1))
+		// Whatever happens next, the SDK handler can still read the body.
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		if err != nil || len(body) > maxFastBody {
+			return false
+		}
 	}
 	msg, err := transport.DecodeMessage(body)
 	if err != nil {
@@ -126,11 +132,17 @@ type readCloser struct {
 // jsonContent reports whether r is a JSON body a client can take back
 // either as JSON or as an event stream, as streamable HTTP requires.
 func jsonContent(r *http.Request) bool {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		return false
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" {
+			return false
+		}
+	}
+	accept := r.Header.Values("Accept")
+	if len(accept) == 1 && (accept[0] == "application/json, text/event-stream" || accept[0] == "text/event-stream, application/json") {
+		return true // what clients send; the general case follows
 	}
 	jsonOK, streamOK := false, false
-	for _, v := range r.Header.Values("Accept") {
+	for _, v := range accept {
 		for _, part := range strings.Split(v, ",") {
 			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
 			switch mt {
@@ -150,7 +162,14 @@ func jsonContent(r *http.Request) bool {
 // rebinding attempt: a non-loopback Host header on a loopback listener.
 func rebindingSuspect(r *http.Request) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || local == nil || !loopbackHostPort(local.String()) {
+	if !ok || local == nil {
+		return false
+	}
+	if ta, ok := local.(*net.TCPAddr); ok {
+		if !ta.IP.IsLoopback() {
+			return false
+		}
+	} else if !loopbackHostPort(local.String()) {
 		return false
 	}
 	return !loopbackHostPort(r.Host)
@@ -162,7 +181,7 @@ func loopbackHostPort(hostport string) bool {
 		host = h
 	}
 	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
+	if strings.EqualFold(host, "localhost") || host == "127.0.0.1" {
 		return true
 	}
 	ip := net.ParseIP(host)

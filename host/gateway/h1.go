@@ -385,6 +385,15 @@ func (fc *frontConn) serveRequest(req *frontRequest) bool {
 	return fc.viaHTTP(req) && !req.close
 }
 
+// frontBody is the body of a request the front read whole; the gateway's
+// fast path takes its bytes without reading it.
+type frontBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (*frontBody) Close() error { return nil }
+
 // serveFast offers req to the gateway's fast path. It reports whether the
 // gateway answered it and whether the connection is still good.
 func (fc *frontConn) serveFast(req *frontRequest) (served, keep bool) {
@@ -400,7 +409,7 @@ func (fc *frontConn) serveFast(req *frontRequest) (served, keep bool) {
 		Header:        req.header,
 		Host:          req.header.Get("Host"),
 		ContentLength: req.contentLength,
-		Body:          io.NopCloser(bytes.NewReader(body)),
+		Body:          &frontBody{Reader: bytes.NewReader(body), b: body},
 		RemoteAddr:    fc.remote,
 		RequestURI:    req.target,
 	}).WithContext(ctx)

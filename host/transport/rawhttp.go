@@ -201,15 +201,24 @@ var framingHeader = map[string]bool{"Host": true, "Content-Length": true, "Trans
 // say), which would otherwise split the request.
 func validHeader(h http.Header) error {
 	for k, vs := range h {
-		for _, v := range append([]string{k}, vs...) {
-			for i := 0; i < len(v); i++ {
-				if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-					return fmt.Errorf("invalid header %q: control character", k)
-				}
-			}
+		bad := hasControl(k)
+		for _, v := range vs {
+			bad = bad || hasControl(v)
+		}
+		if bad {
+			return fmt.Errorf("invalid header %q: control character", k)
 		}
 	}
 	return nil
+}
+
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // conn returns a live idle connection or dials a new one.

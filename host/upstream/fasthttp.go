@@ -51,7 +51,7 @@ func (sess *session) httpRaw() bool {
 // raw result.
 func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string, params json.RawMessage) (json.RawMessage, error) {
 	id := fastIDPrefix + strconv.FormatUint(s.httpSeq.Add(1), 10)
-	summary := fmt.Sprintf("calling %q", method)
+	summary := func() string { return fmt.Sprintf("calling %q", method) } // for errors only
 	resp, err := s.httpPost(ctx, sess, transport.RawRequest(id, method, params))
 	if err != nil {
 		if ctx.Err() != nil {
@@ -60,7 +60,7 @@ func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string,
 			s.httpCancel(ctx, sess, id)
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%s: %w", summary, err)
+		return nil, fmt.Errorf("%s: %w", summary(), err)
 	}
 	defer func() {
 		// Drain a little so the connection can be reused.
@@ -68,7 +68,7 @@ func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string,
 		resp.Body.Close()
 	}()
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
-		return nil, s.httpStatusError(sess, summary, resp)
+		return nil, s.httpStatusError(sess, summary(), resp)
 	}
 	var res *jsonrpc.Response
 	mt := resp.Header.Get("Content-Type")
@@ -88,7 +88,7 @@ func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string,
 			s.httpCancel(ctx, sess, id)
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%s: %w", summary, err)
+		return nil, fmt.Errorf("%s: %w", summary(), err)
 	}
 	result, err := responseResult(res)
 	if early, ok := ctx.Value(earlyKey{}).(func(json.RawMessage)); ok && err == nil && len(result) > 0 {
