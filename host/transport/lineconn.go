@@ -33,7 +33,8 @@ type lineTransport struct {
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w}, nil
+	r, w := rawIO(t.r).(io.ReadCloser), rawIO(t.w).(io.WriteCloser) // rawfile_unix.go
+	return &lineConn{r: bufio.NewReaderSize(r, 64<<10), rc: r, w: w}, nil
 }
 
 type lineConn struct {

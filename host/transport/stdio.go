@@ -2,7 +2,6 @@ package transport
 
 import (
 	"io"
-	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -20,11 +19,13 @@ func NewLineTransport(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
 // When stdin is a pipe or a socket it is read through a duplicate
 // descriptor in non-blocking mode, so the read waits in Go's poller: a
 // pending read then costs no thread and Close ends it at once (a blocking
-// read of fd 0 could only end with the process). A terminal or a regular
-// file is read as it is. Closing the transport's connection closes the
-// duplicate, never fd 0 or fd 1 themselves.
+// read of fd 0 could only end with the process). Stdout, when a pipe or a
+// socket, is written the same way (a slow client makes a write wait in the
+// poller, not in a thread), and both take the raw path of rawfile_unix.go.
+// A terminal or a regular file is used as it is. Closing the transport's
+// connection closes the duplicates, never fd 0 or fd 1 themselves.
 func StdioTransport() mcp.Transport {
-	return NewLineTransport(pollableStdin(), nopWriteCloser{os.Stdout})
+	return NewLineTransport(pollableStdin(), pollableStdout())
 }
 
 type nopWriteCloser struct{ io.Writer }
