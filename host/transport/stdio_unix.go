@@ -13,24 +13,34 @@ import (
 // file description, which the client's end of a pipe does not share; a
 // terminal's would be shared with the shell, so terminals are left alone.
 func pollableStdin() io.ReadCloser {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(0, &st); err != nil {
-		return nopReadCloser{os.Stdin}
-	}
-	if m := st.Mode & syscall.S_IFMT; m != syscall.S_IFIFO && m != syscall.S_IFSOCK {
-		return nopReadCloser{os.Stdin}
-	}
-	fd, err := syscall.Dup(0)
-	if err != nil {
-		return nopReadCloser{os.Stdin}
-	}
-	syscall.CloseOnExec(fd)
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		syscall.Close(fd)
+	fd, ok := nonblockingDup(0)
+	if !ok {
 		return nopReadCloser{os.Stdin}
 	}
 	// NewFile sees O_NONBLOCK and registers fd with the poller.
 	return os.NewFile(uintptr(fd), "/dev/stdin")
+}
+
+// nonblockingDup returns a close-on-exec duplicate of fd in non-blocking
+// mode when fd is a pipe or a socket.
+func nonblockingDup(fd int) (int, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return -1, false
+	}
+	if m := st.Mode & syscall.S_IFMT; m != syscall.S_IFIFO && m != syscall.S_IFSOCK {
+		return -1, false
+	}
+	dup, err := syscall.Dup(fd)
+	if err != nil {
+		return -1, false
+	}
+	syscall.CloseOnExec(dup)
+	if err := syscall.SetNonblock(dup, true); err != nil {
+		syscall.Close(dup)
+		return -1, false
+	}
+	return dup, true
 }
 
 // pollableStdout returns a non-blocking duplicate of fd 1 when fd 1 is a
@@ -39,20 +49,8 @@ func pollableStdin() io.ReadCloser {
 // blocking mode first: O_NONBLOCK is shared with fd 1, which the process
 // may still write to as it exits.
 func pollableStdout() io.WriteCloser {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(1, &st); err != nil {
-		return nopWriteCloser{os.Stdout}
-	}
-	if m := st.Mode & syscall.S_IFMT; m != syscall.S_IFIFO && m != syscall.S_IFSOCK {
-		return nopWriteCloser{os.Stdout}
-	}
-	fd, err := syscall.Dup(1)
-	if err != nil {
-		return nopWriteCloser{os.Stdout}
-	}
-	syscall.CloseOnExec(fd)
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		syscall.Close(fd)
+	fd, ok := nonblockingDup(1)
+	if !ok {
 		return nopWriteCloser{os.Stdout}
 	}
 	return &stdoutDup{File: os.NewFile(uintptr(fd), "/dev/stdout")}
