@@ -41,7 +41,7 @@ func Detach(c net.Conn) (*Conn, bool) {
 	if !ok {
 		return nil, false
 	}
-	if detached.Add(1) > MaxDetached {
+	if detached.Add(1) > MaxDetached() {
 		detached.Add(-1)
 		return nil, false
 	}

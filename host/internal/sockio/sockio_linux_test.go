@@ -294,14 +294,14 @@ func TestDetachIsBounded(t *testing.T) {
 			c.Close()
 		}
 	}()
-	for range MaxDetached {
+	for range MaxDetached() {
 		c, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		dc, ok := Detach(c)
 		if !ok {
-			t.Fatalf("Detach refused connection %d of %d", len(conns)+1, MaxDetached)
+			t.Fatalf("Detach refused connection %d of %d", len(conns)+1, MaxDetached())
 		}
 		conns = append(conns, dc)
 	}
@@ -311,7 +311,7 @@ func TestDetachIsBounded(t *testing.T) {
 	}
 	defer c.Close()
 	if _, ok := Detach(c); ok {
-		t.Fatalf("Detach took connection %d, over MaxDetached", MaxDetached+1)
+		t.Fatalf("Detach took connection %d, over MaxDetached", MaxDetached()+1)
 	}
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatalf("a refused connection is no longer usable: %v", err)
