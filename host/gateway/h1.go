@@ -300,7 +300,7 @@ const yieldEvery = 2 * time.Millisecond
 // thread takes it for a goroutine that hogs its processor, preempts it and
 // keeps polling every 20 µs, competing with the calls for the CPU (16 % of
 // mcpvisor's CPU under the HTTP c=1 benchmark). A Gosched every 2 ms,
-// between requests, avoids both (measured against 0.5 and 8 ms: 2 was
+// between requests, avoids both (measured against 0.5, 6 and 8 ms: 2 was
 // best).
 func (fc *frontConn) yield() {
 	if _, ok := fc.c.(*sockio.Conn); !ok {
