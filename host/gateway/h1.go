@@ -42,6 +42,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,8 +318,35 @@ func (fc *frontConn) yield() {
 func (fc *frontConn) readRequest() (*frontRequest, error) {
 	fc.buf = fc.buf[:0]
 	buffered, _ := fc.br.Peek(fc.br.Buffered())
-	if bytes.Index(buffered, []byte("\r\n\r\n")) < 0 && fc.s.readHeaderTimeout > 0 {
-		// Not all here yet: bound the wait for the rest of the head.
+	if end := bytes.Index(buffered, []byte("\r\n\r\n")); end >= 0 && end+4 <= maxHeadBytes {
+		// All here (the usual case): take it at once. Should a bare LF
+		// end the head earlier, parseHead refuses either split alike.
+		fc.buf = append(fc.buf, buffered[:end+4]...)
+		fc.br.Discard(end + 4)
+	} else if err := fc.readHeadLines(); err != nil {
+		return nil, err
+	}
+	req, err := parseHead(fc.buf)
+	if err != nil {
+		return nil, err
+	}
+	if req.contentLength > maxFastBody {
+		return nil, errHandoff
+	}
+	if n := int(req.contentLength); n > 0 {
+		start := len(fc.buf)
+		fc.buf = slices.Grow(fc.buf, n)[:start+n]
+		if _, err := io.ReadFull(fc.br, fc.buf[start:]); err != nil {
+			return nil, err
+		}
+	}
+	return req, nil
+}
+
+// readHeadLines reads a request head line by line into fc.buf, its wait
+// bounded by the read-header timeout.
+func (fc *frontConn) readHeadLines() error {
+	if fc.s.readHeaderTimeout > 0 {
 		fc.c.SetReadDeadline(time.Now().Add(fc.s.readHeaderTimeout))
 		defer fc.c.SetReadDeadline(time.Time{}) // on every way out
 	}
@@ -330,32 +358,17 @@ func (fc *frontConn) readRequest() (*frontRequest, error) {
 				continue
 			}
 			if errors.Is(err, bufio.ErrBufferFull) {
-				return nil, errHandoff
+				return errHandoff
 			}
-			return nil, err
+			return err
 		}
 		if len(fc.buf) > maxHeadBytes {
-			return nil, errHandoff
+			return errHandoff
 		}
 		if len(line) <= 2 && (len(line) == 1 || line[0] == '\r') {
-			break
+			return nil
 		}
 	}
-	req, err := parseHead(fc.buf)
-	if err != nil {
-		return nil, err
-	}
-	if req.contentLength > maxFastBody {
-		return nil, errHandoff
-	}
-	if n := int(req.contentLength); n > 0 {
-		start := len(fc.buf)
-		fc.buf = append(fc.buf, make([]byte, n)...)
-		if _, err := io.ReadFull(fc.br, fc.buf[start:]); err != nil {
-			return nil, err
-		}
-	}
-	return req, nil
 }
 
 // handoff gives the connection to net/http, the bytes read of the current
