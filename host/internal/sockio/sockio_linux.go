@@ -57,15 +57,16 @@ func Detach(c net.Conn) (*Conn, bool) {
 		detached.Add(-1)
 		return nil, false
 	}
-	// Closing c removes its descriptor from the poller; the socket lives
-	// on in fd. O_NONBLOCK belongs to the socket, so it is cleared after.
-	local, remote := tc.LocalAddr(), tc.RemoteAddr()
-	tc.Close()
+	// O_NONBLOCK belongs to the socket, shared by c's descriptor and fd;
+	// nothing reads c meanwhile. Closing c then removes its descriptor
+	// from the poller, and the socket lives on in fd.
 	if err := unix.SetNonblock(fd, false); err != nil {
 		unix.Close(fd)
 		detached.Add(-1)
 		return nil, false
 	}
+	local, remote := tc.LocalAddr(), tc.RemoteAddr()
+	tc.Close()
 	dc := &Conn{fd: fd, local: local, remote: remote, efd: -1}
 	dc.idle = sync.NewCond(&dc.mu)
 	return dc, true
