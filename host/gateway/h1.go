@@ -49,6 +49,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/h1text"
 	"github.com/mcpvisor/mcpvisor/host/internal/sockio"
 )
 
@@ -643,17 +644,17 @@ func readResponseHead(br *bufio.Reader) (*responseHead, error) {
 		if len(text) == 0 {
 			return h, nil
 		}
-		name, value, _ := bytes.Cut(text, []byte{':'})
-		value = trimOWS(value)
+		name, rawValue, _ := bytes.Cut(text, []byte{':'})
+		value := h1text.TrimOWS(string(rawValue))
 		switch {
 		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			h.chunked = hasToken(value, "chunked")
+			h.chunked = h1text.HasToken(value, "chunked")
 		case bytes.EqualFold(name, []byte("Content-Length")):
-			if h.contentLength, err = strconv.ParseInt(string(value), 10, 64); err != nil {
+			if h.contentLength, err = strconv.ParseInt(value, 10, 64); err != nil {
 				return nil, err
 			}
 		case bytes.EqualFold(name, []byte("Connection")):
-			h.close = hasToken(value, "close")
+			h.close = h1text.HasToken(value, "close")
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"errors"
 	"net/http"
 	"strconv"
@@ -105,19 +104,4 @@ func cutLine(s string) (line, rest string, ok bool) {
 		return "", "", false
 	}
 	return line, s[i+1:], true
-}
-
-func trimOWS(b []byte) []byte {
-	return bytes.Trim(b, " \t")
-}
-
-// hasToken reports whether the comma-separated list v holds token,
-// case-insensitively.
-func hasToken(v []byte, token string) bool {
-	for part := range bytes.SplitSeq(v, []byte{','}) {
-		if bytes.EqualFold(trimOWS(part), []byte(token)) {
-			return true
-		}
-	}
-	return false
 }
