@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/h1text"
 	"github.com/mcpvisor/mcpvisor/host/internal/sockio"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
@@ -201,24 +202,15 @@ var framingHeader = map[string]bool{"Host": true, "Content-Length": true, "Trans
 // say), which would otherwise split the request.
 func validHeader(h http.Header) error {
 	for k, vs := range h {
-		bad := hasControl(k)
+		bad := !h1text.ValidValue(k)
 		for _, v := range vs {
-			bad = bad || hasControl(v)
+			bad = bad || !h1text.ValidValue(v)
 		}
 		if bad {
 			return fmt.Errorf("invalid header %q: control character", k)
 		}
 	}
 	return nil
-}
-
-func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return true
-		}
-	}
-	return false
 }
 
 // conn returns a live idle connection or dials a new one.
