@@ -300,13 +300,17 @@ func smallInt(b []byte) (int64, bool) {
 	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
 		return 0, false
 	}
+	var n int64
 	for _, c := range digits {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
+		n = n*10 + int64(c-'0')
 	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	return n, err == nil
+	if len(digits) < len(b) {
+		n = -n
+	}
+	return n, true
 }
 
 // decodeError decodes an error object with case-sensitive keys.

@@ -97,7 +97,7 @@ func readSimpleResponse(br *bufio.Reader) *http.Response {
 	}
 	br.Discard(end + 4)
 	resp := &http.Response{
-		Status:        string(status),
+		Status:        status,
 		StatusCode:    code,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
