@@ -199,7 +199,7 @@ func (c *lineConn) Close() error {
 // where it needs them, and the raw tools/call path never does. data may be
 // reused by the caller once it returns.
 func DecodeMessage(data []byte) (jsonrpc.Message, error) {
-	if !json.Valid(data) {
+	if !rawjson.Valid(data) {
 		// Trailing data, or not JSON at all: the general path decides.
 		return decodeMessageSlow(data)
 	}

@@ -3,8 +3,9 @@
 // only needs to find a few members (a message's id and method, a call's
 // tool name) and pass everything else on as the bytes it came in.
 //
-// Nothing here validates. Callers check json.Valid first (once per
-// message); on invalid input the functions return nonsense, never panic.
+// Only Valid validates: it is json.Valid in one pass. Callers check it
+// first (once per message); on invalid input the other functions return
+// nonsense, never panic.
 package rawjson
 
 import (
