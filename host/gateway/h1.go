@@ -224,6 +224,8 @@ type frontConn struct {
 	buf []byte
 	// yielded is when yield last yielded.
 	yielded time.Time
+	// req is the request being served (its storage reused).
+	req frontRequest
 }
 
 // connIO reads and writes whichever connection fc has now.
@@ -327,8 +329,8 @@ func (fc *frontConn) readRequest() (*frontRequest, error) {
 	} else if err := fc.readHeadLines(); err != nil {
 		return nil, err
 	}
-	req, err := parseHead(fc.buf)
-	if err != nil {
+	req := &fc.req
+	if err := req.parse(fc.buf); err != nil {
 		return nil, err
 	}
 	if req.contentLength > maxFastBody {

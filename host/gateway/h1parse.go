@@ -24,6 +24,8 @@ type frontRequest struct {
 	contentLength int64
 	// close is set by "Connection: close".
 	close bool
+	// hb builds header.
+	hb h1text.Header
 }
 
 // maxContentLengthDigits keeps Content-Length within int64.
@@ -38,40 +40,56 @@ const maxContentLengthDigits = 18
 // the subset the body is exactly Content-Length bytes (none without it),
 // which is how net/http frames the same bytes; FuzzParseHead checks that.
 func parseHead(head []byte) (*frontRequest, error) {
+	req := &frontRequest{}
+	if err := req.parse(head); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// parse is parseHead into req, reusing its header map (a connection's
+// requests come one at a time, and nothing keeps a request's header once
+// it is answered).
+func (req *frontRequest) parse(head []byte) error {
 	text := string(head) // one copy; every field below is a substring
 	line, rest, ok := cutLine(text)
 	if !ok {
-		return nil, errHandoff
+		return errHandoff
 	}
 	method, line, ok := strings.Cut(line, " ")
 	if !ok || !h1text.IsToken(method) {
-		return nil, errHandoff
+		return errHandoff
 	}
 	target, proto, ok := strings.Cut(line, " ")
 	if !ok || len(target) == 0 || !h1text.IsVisible(target) || proto != "HTTP/1.1" {
-		return nil, errHandoff
+		return errHandoff
 	}
-	hb := h1text.NewHeader(strings.Count(rest, "\n"))
-	req := &frontRequest{method: method, target: target, header: hb.H}
+	hb := req.hb
+	if hb.H == nil {
+		hb = h1text.NewHeader(strings.Count(rest, "\n"))
+	} else {
+		hb.Reset()
+	}
+	*req = frontRequest{method: method, target: target, header: hb.H, hb: hb}
 	seenLength := false
 	for {
 		if line, rest, ok = cutLine(rest); !ok {
-			return nil, errHandoff
+			return errHandoff
 		}
 		if len(line) == 0 {
 			break
 		}
 		name, value, ok := strings.Cut(line, ":")
 		if !ok || !h1text.IsToken(name) || !h1text.ValidValue(value) {
-			return nil, errHandoff
+			return errHandoff
 		}
 		value = h1text.TrimOWS(value)
-		switch key := hb.Add(name, value); key {
+		switch key := req.hb.Add(name, value); key {
 		case "Transfer-Encoding", "Expect", "Upgrade":
-			return nil, errHandoff
+			return errHandoff
 		case "Content-Length":
 			if seenLength || len(value) == 0 || len(value) > maxContentLengthDigits || !h1text.AllDigits(value) {
-				return nil, errHandoff
+				return errHandoff
 			}
 			seenLength = true
 			req.contentLength, _ = strconv.ParseInt(value, 10, 64)
@@ -82,14 +100,14 @@ func parseHead(head []byte) (*frontRequest, error) {
 				req.close = true
 			}
 			if h1text.HasToken(value, "upgrade") {
-				return nil, errHandoff
+				return errHandoff
 			}
 		}
 	}
 	if len(rest) != 0 {
-		return nil, errHandoff // the caller passes exactly one head
+		return errHandoff // the caller passes exactly one head
 	}
-	return req, nil
+	return nil
 }
 
 // cutLine returns the line before the first CRLF of s and what follows.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"reflect"
 	"testing"
 )
 
@@ -43,6 +44,7 @@ func FuzzParseHead(f *testing.F) {
 			return
 		}
 		req, err := parseHead(in[:n])
+		checkReusedParse(t, in[:n], req, err)
 		if err != nil {
 			return
 		}
@@ -76,6 +78,28 @@ func FuzzParseHead(f *testing.F) {
 			t.Fatalf("Connection: close differs: front %v, net/http %v", req.close, hr.Close)
 		}
 	})
+}
+
+// checkReusedParse parses head again into a request that held another
+// head before, as a connection's second request is: the result must be
+// the fresh parse's, nothing of the earlier head left over.
+func checkReusedParse(t *testing.T, head []byte, fresh *frontRequest, freshErr error) {
+	t.Helper()
+	var reused frontRequest
+	if err := reused.parse([]byte("POST /other HTTP/1.1\r\nHost: a\r\nHost: b\r\nX-Many: 1\r\nX-Many: 2\r\nConnection: close\r\nContent-Length: 9\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	err := reused.parse(head)
+	if (err == nil) != (freshErr == nil) {
+		t.Fatalf("reused parse of %q: error %v, fresh parse %v", head, err, freshErr)
+	}
+	if err != nil {
+		return
+	}
+	if reused.method != fresh.method || reused.target != fresh.target || reused.hosts != fresh.hosts ||
+		reused.contentLength != fresh.contentLength || reused.close != fresh.close || !reflect.DeepEqual(reused.header, fresh.header) {
+		t.Fatalf("reused parse of %q differs from a fresh one:\n%+v\n%+v", head, reused, *fresh)
+	}
 }
 
 func TestParseHeadRefuses(t *testing.T) {

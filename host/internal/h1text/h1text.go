@@ -103,6 +103,14 @@ func NewHeader(n int) Header {
 	return Header{H: make(http.Header, n), vals: make([]string, 0, n)}
 }
 
+// Reset empties b for the next head, keeping its storage: the fields of
+// the last one must no longer be in use.
+func (b *Header) Reset() {
+	clear(b.H)
+	clear(b.vals)
+	b.vals = b.vals[:0]
+}
+
 // Add adds a field; name must be a token (see IsToken). It is stored in
 // canonical form, without allocating when it already is.
 func (b *Header) Add(name, value string) string {
