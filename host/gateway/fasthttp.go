@@ -249,7 +249,7 @@ func (g *Gateway) runFastHTTP(w http.ResponseWriter, r *http.Request, ss *mcp.Se
 	down := &httpDownstream{ServerSession: ss, g: g, sid: sid, out: out}
 	ctx, cancel := context.WithCancel(withDownstream(r.Context(), down))
 	defer cancel()
-	key := sid + "/" + idKey(id)
+	key := string(transport.AppendID(append(append(make([]byte, 0, len(sid)+24), sid...), '/'), id))
 	fc := &fastCall{cancel: cancel}
 	g.hf.inflight.Store(key, fc)
 	defer g.hf.inflight.CompareAndDelete(key, fc)
@@ -351,6 +351,9 @@ func (o *fastResponse) finish(msg []byte) {
 	if o.streaming {
 		o.writeEvent(msg)
 		return
+	}
+	if jw, ok := o.w.(interface{ writeJSON([]byte) bool }); ok && jw.writeJSON(msg) {
+		return // the front's writer: sent as it is
 	}
 	h := o.w.Header()
 	h.Set("Content-Type", "application/json")

@@ -226,6 +226,14 @@ type frontConn struct {
 	yielded time.Time
 	// req is the request being served (its storage reused).
 	req frontRequest
+
+	// The watch of a fast call (serveFast): a timer armed for each call,
+	// the call's cancel, whether the client went away, and a token sent
+	// when watchCall returns.
+	watchTimer *time.Timer
+	callCancel context.CancelFunc
+	gone       atomic.Bool
+	watchDone  chan struct{}
 }
 
 // connIO reads and writes whichever connection fc has now.
@@ -429,28 +437,39 @@ func (fc *frontConn) serveFast(req *frontRequest) (served, keep bool) {
 		RemoteAddr:    fc.remote,
 		RequestURI:    req.target,
 	}).WithContext(ctx)
-	w := &frontWriter{fc: fc, header: make(http.Header, 4), close: req.close}
+	w := &frontWriter{fc: fc, close: req.close}
 
-	var gone atomic.Bool
-	done := make(chan struct{})
-	timer := time.AfterFunc(watchAfter, func() {
-		defer close(done)
-		if fc.watch() {
-			gone.Store(true)
-			cancel()
-		}
-	})
-	served = fc.s.g.serveFast(w, r)
-	if !timer.Stop() {
-		fc.endWatch(done)
+	// The watch timer is the connection's, armed for each call.
+	fc.callCancel = cancel
+	fc.gone.Store(false)
+	if fc.watchTimer == nil {
+		fc.watchDone = make(chan struct{}, 1)
+		fc.watchTimer = time.AfterFunc(watchAfter, fc.watchCall)
+	} else {
+		fc.watchTimer.Reset(watchAfter)
 	}
+	served = fc.s.g.serveFast(w, r)
+	if !fc.watchTimer.Stop() {
+		fc.endWatch(fc.watchDone)
+	}
+	fc.callCancel = nil
 	if !served {
 		return false, true
 	}
-	if gone.Load() {
+	if fc.gone.Load() {
 		return true, false
 	}
 	return true, w.finish() == nil
+}
+
+// watchCall is the watch of a fast call that runs longer than watchAfter:
+// it cancels the call when the client goes away.
+func (fc *frontConn) watchCall() {
+	defer func() { fc.watchDone <- struct{}{} }()
+	if fc.watch() {
+		fc.gone.Store(true)
+		fc.callCancel()
+	}
 }
 
 // watch blocks until the client sends more or goes away, or endWatch, and
@@ -676,7 +695,35 @@ type frontWriter struct {
 	done        bool
 }
 
-func (w *frontWriter) Header() http.Header { return w.header }
+func (w *frontWriter) Header() http.Header {
+	if w.header == nil {
+		w.header = make(http.Header, 4)
+	}
+	return w.header
+}
+
+// writeJSON answers with msg as the whole application/json body, when
+// nothing else was written: the reply of most fast calls, written without
+// a header map or a copy of msg. It reports false, writing nothing, when
+// the response has already begun.
+func (w *frontWriter) writeJSON(msg []byte) bool {
+	if w.wroteHeader || w.done {
+		return false
+	}
+	w.wroteHeader, w.status, w.done = true, http.StatusOK, true
+	bw := w.fc.bw
+	bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: ")
+	bw.Write(httpDate())
+	bw.WriteString("\r\nContent-Length: ")
+	bw.WriteString(strconv.Itoa(len(msg)))
+	if w.close {
+		bw.WriteString("\r\nConnection: close")
+	}
+	bw.WriteString("\r\n\r\n")
+	bw.Write(msg)
+	w.flush()
+	return true
+}
 
 func (w *frontWriter) WriteHeader(code int) {
 	if !w.wroteHeader {

@@ -100,6 +100,19 @@ func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string,
 // httpPost POSTs one JSON-RPC message on sess's session. A canceled ctx
 // aborts it.
 func (s *Supervisor) httpPost(ctx context.Context, sess *session, body []byte) (*http.Response, error) {
+	resp, err := sess.poster.Post(ctx, sess.postHeader(), body)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return resp, err
+}
+
+// postHeader returns the headers of the session's raw POSTs, made once:
+// its id and protocol version do not change. Posters only read them.
+func (sess *session) postHeader() http.Header {
+	if h := sess.rawHeader.Load(); h != nil {
+		return *h
+	}
 	h := http.Header{
 		"Content-Type":   {"application/json"},
 		"Accept":         {"application/json, text/event-stream"},
@@ -108,11 +121,10 @@ func (s *Supervisor) httpPost(ctx context.Context, sess *session, body []byte) (
 	if ir := sess.cs.InitializeResult(); ir != nil {
 		h["Mcp-Protocol-Version"] = []string{ir.ProtocolVersion}
 	}
-	resp, err := sess.poster.Post(ctx, h, body)
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
+	if sess.cs.ID() != "" {
+		sess.rawHeader.Store(&h)
 	}
-	return resp, err
+	return h
 }
 
 // httpStatusError shapes a non-2xx answer as the SDK's client does.

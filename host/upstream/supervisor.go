@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,6 +174,8 @@ type session struct {
 	// poster is set for a streamable HTTP session: the raw tools/call path
 	// speaks to the upstream through it directly (fasthttp.go).
 	poster transport.Poster
+	// rawHeader caches postHeader.
+	rawHeader atomic.Pointer[http.Header]
 	// dead is closed by the session's monitor when the link or the session
 	// ends; err then says why.
 	dead chan struct{}
