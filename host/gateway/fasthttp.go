@@ -73,44 +73,69 @@ type clientRequest struct {
 	ch        chan *jsonrpc.Response
 }
 
+// fastPost is a POST offered to the fast path: what serveFastPost needs of
+// it, from net/http's request or straight from the front's.
+type fastPost struct {
+	// ctx is the call's context and cancel ends it (the call's cancel,
+	// for notifications/cancelled).
+	ctx    context.Context
+	cancel context.CancelFunc
+	sid    string
+	header http.Header
+	// host is the Host header; local, the address the request came to
+	// (nil when unknown).
+	host  string
+	local net.Addr
+	body  []byte
+}
+
 // serveFast answers r on the fast path and reports true, or leaves r (with
 // its body intact) to the SDK handler and reports false.
 func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	sid := r.Header.Get("Mcp-Session-Id")
-	if r.Method != http.MethodPost || sid == "" || !jsonContent(r) || rebindingSuspect(r) {
+	if r.Method != http.MethodPost || sid == "" {
 		return false
 	}
-	var body []byte
-	if fb, ok := r.Body.(*frontBody); ok && fb.Len() == len(fb.b) {
-		body = fb.b // the front read it: no copy, and the body stays unread
-	} else {
-		var err error
-		body, err = io.ReadAll(io.LimitReader(r.Body, maxFastBody+1))
-		// Whatever happens next, the SDK handler can still read the body.
-		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-		if err != nil || len(body) > maxFastBody {
-			return false
-		}
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !jsonContent(r.Header) || rebindingSuspect(local, r.Host) {
+		return false
 	}
-	msg, err := transport.DecodeMessage(body)
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxFastBody+1))
+	// Whatever happens next, the SDK handler can still read the body.
+	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	if err != nil || len(body) > maxFastBody {
+		return false
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	return g.serveFastPost(w, &fastPost{ctx: ctx, cancel: cancel, sid: sid, header: r.Header, host: r.Host, local: local, body: body})
+}
+
+// serveFastPost answers p on the fast path and reports true, or reports
+// false having written nothing (p goes to the SDK handler).
+func (g *Gateway) serveFastPost(w http.ResponseWriter, p *fastPost) bool {
+	if !jsonContent(p.header) || rebindingSuspect(p.local, p.host) {
+		return false
+	}
+	msg, err := transport.DecodeMessage(p.body)
 	if err != nil {
 		return false
 	}
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
-		return g.takeClientResponse(w, sid, m)
+		return g.takeClientResponse(w, p.sid, m)
 	case *jsonrpc.Request:
 		if !m.IsCall() {
 			if m.Method == "notifications/cancelled" {
-				g.cancelFastHTTP(sid, m.Params)
+				g.cancelFastHTTP(p.sid, m.Params)
 			}
 			return false // the SDK session sees every notification
 		}
 		if m.Method != "tools/call" {
 			return false
 		}
-		ss := g.sessionByID(sid)
-		if ss == nil || !g.fastHTTPSession(r, ss) {
+		ss := g.sessionByID(p.sid)
+		if ss == nil || !g.fastHTTPSession(p.header, ss) {
 			return false
 		}
 		tc, ok := g.fastTarget(m.Params)
@@ -118,7 +143,7 @@ func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request) bool {
 			return false
 		}
 		g.fastCalls.Add(1)
-		g.runFastHTTP(w, r, ss, sid, m.ID, tc)
+		g.runFastHTTP(w, p, ss, m.ID, tc)
 		return true
 	}
 	return false
@@ -129,15 +154,15 @@ type readCloser struct {
 	io.Closer
 }
 
-// jsonContent reports whether r is a JSON body a client can take back
-// either as JSON or as an event stream, as streamable HTTP requires.
-func jsonContent(r *http.Request) bool {
-	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+// jsonContent reports whether a request with header h has a JSON body and
+// takes back either JSON or an event stream, as streamable HTTP requires.
+func jsonContent(h http.Header) bool {
+	if ct := h.Get("Content-Type"); ct != "application/json" {
 		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" {
 			return false
 		}
 	}
-	accept := r.Header.Values("Accept")
+	accept := h.Values("Accept")
 	if len(accept) == 1 && (accept[0] == "application/json, text/event-stream" || accept[0] == "text/event-stream, application/json") {
 		return true // what clients send; the general case follows
 	}
@@ -159,10 +184,10 @@ func jsonContent(r *http.Request) bool {
 }
 
 // rebindingSuspect reports a request the SDK handler refuses as a DNS
-// rebinding attempt: a non-loopback Host header on a loopback listener.
-func rebindingSuspect(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || local == nil {
+// rebinding attempt: a non-loopback Host header on a loopback listener
+// (local is the listener's address, nil when unknown).
+func rebindingSuspect(local net.Addr, host string) bool {
+	if local == nil {
 		return false
 	}
 	if ta, ok := local.(*net.TCPAddr); ok {
@@ -172,7 +197,7 @@ func rebindingSuspect(r *http.Request) bool {
 	} else if !loopbackHostPort(local.String()) {
 		return false
 	}
-	return !loopbackHostPort(r.Host)
+	return !loopbackHostPort(host)
 }
 
 func loopbackHostPort(hostport string) bool {
@@ -198,14 +223,14 @@ func (g *Gateway) sessionByID(id string) *mcp.ServerSession {
 	return nil
 }
 
-// fastHTTPSession reports whether calls on ss, made with r's headers, can
+// fastHTTPSession reports whether calls on ss, made with headers h, can
 // take the fast path (see the design note).
-func (g *Gateway) fastHTTPSession(r *http.Request, ss *mcp.ServerSession) bool {
+func (g *Gateway) fastHTTPSession(h http.Header, ss *mcp.ServerSession) bool {
 	ip := ss.InitializeParams()
 	if ip == nil || ip.ProtocolVersion >= statelessProtocolVersion {
 		return false
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != ip.ProtocolVersion {
+	if v := h.Get("Mcp-Protocol-Version"); v != "" && v != ip.ProtocolVersion {
 		return false
 	}
 	if c := ip.Capabilities; c != nil && (c.Sampling != nil || c.Elicitation != nil) {
@@ -244,13 +269,12 @@ func (g *Gateway) trackLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // runFastHTTP makes one fast call for a POST and answers it.
-func (g *Gateway) runFastHTTP(w http.ResponseWriter, r *http.Request, ss *mcp.ServerSession, sid string, id jsonrpc.ID, tc fastCallTarget) {
+func (g *Gateway) runFastHTTP(w http.ResponseWriter, p *fastPost, ss *mcp.ServerSession, id jsonrpc.ID, tc fastCallTarget) {
 	out := &fastResponse{w: w}
-	down := &httpDownstream{ServerSession: ss, g: g, sid: sid, out: out}
-	ctx, cancel := context.WithCancel(withDownstream(r.Context(), down))
-	defer cancel()
-	key := string(transport.AppendID(append(append(make([]byte, 0, len(sid)+24), sid...), '/'), id))
-	fc := &fastCall{cancel: cancel}
+	down := &httpDownstream{ServerSession: ss, g: g, sid: p.sid, out: out}
+	ctx := withDownstream(p.ctx, down)
+	key := string(transport.AppendID(append(append(make([]byte, 0, len(p.sid)+24), p.sid...), '/'), id))
+	fc := &fastCall{cancel: p.cancel}
 	g.hf.inflight.Store(key, fc)
 	defer g.hf.inflight.CompareAndDelete(key, fc)
 

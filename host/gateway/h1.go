@@ -40,7 +40,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"runtime"
 	"slices"
 	"strconv"
@@ -75,6 +74,8 @@ type Server struct {
 
 	serveOnce sync.Once
 	closing   atomic.Bool
+	// watcher is set while watchCalls runs.
+	watcher   atomic.Bool
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*frontConn]struct{}
@@ -144,13 +145,13 @@ func (s *Server) track(c net.Conn) *frontConn {
 	if s.closing.Load() {
 		return nil
 	}
-	fc := &frontConn{s: s, c: c}
+	fc := &frontConn{s: s, c: c, watchDone: make(chan struct{}, 1)}
 	if dc, ok := sockio.Detach(c); ok {
 		fc.c = dc
 	}
 	fc.br, fc.bw = bufio.NewReaderSize(connIO{fc}, 16<<10), bufio.NewWriterSize(connIO{fc}, 16<<10)
-	fc.base = context.WithValue(context.Background(), http.LocalAddrContextKey, c.LocalAddr())
-	fc.remote = c.RemoteAddr().String()
+	fc.local = c.LocalAddr()
+	fc.base = context.WithValue(context.Background(), http.LocalAddrContextKey, fc.local)
 	s.conns[fc] = struct{}{}
 	s.wg.Add(1)
 	return fc
@@ -208,13 +209,13 @@ const (
 // socket itself, saving two thread hand-offs per call); a connection that
 // starts a stream or is handed to net/http goes back to the poller.
 type frontConn struct {
-	s      *Server
-	c      net.Conn // a *sockio.Conn while detached
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	base   context.Context
-	remote string
-	state  atomic.Int32
+	s     *Server
+	c     net.Conn // a *sockio.Conn while detached
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	base  context.Context
+	local net.Addr
+	state atomic.Int32
 
 	// pipe is the front's end of the in-memory connection to net/http,
 	// made for the first request net/http serves.
@@ -227,13 +228,72 @@ type frontConn struct {
 	// req is the request being served (its storage reused).
 	req frontRequest
 
-	// The watch of a fast call (serveFast): a timer armed for each call,
-	// the call's cancel, whether the client went away, and a token sent
-	// when watchCall returns.
-	watchTimer *time.Timer
+	// The watch of a fast call (serveFast; see Server.watchCalls): the
+	// call's state, its start (Unix ns), its cancel, whether the client
+	// went away, and a token sent when watchCall returns.
+	callState  atomic.Int32
+	callStart  atomic.Int64
 	callCancel context.CancelFunc
 	gone       atomic.Bool
 	watchDone  chan struct{}
+}
+
+// Fast call states of a connection.
+const (
+	callIdle    int32 = iota // no fast call
+	callRunning              // a fast call, not watched
+	callWatched              // a fast call that watchCall watches
+)
+
+// ensureWatcher starts watchCalls unless it runs.
+func (s *Server) ensureWatcher() {
+	if !s.watcher.Load() && s.watcher.CompareAndSwap(false, true) {
+		go s.watchCalls()
+	}
+}
+
+// watchCalls starts the watch of every fast call that has run for
+// watchAfter, looking every watchAfter; it ends once a look finds no call
+// started since the one before.
+func (s *Server) watchCalls() {
+	tick := time.NewTicker(watchAfter)
+	defer tick.Stop()
+	last := time.Now().UnixNano()
+	for {
+		<-tick.C
+		now := time.Now().UnixNano()
+		if s.lookAtCalls(last, now) {
+			last = now
+			continue
+		}
+		// Nothing is running: stop, unless a call started after that
+		// look but saw the watcher still on (the two stores and loads are
+		// ordered, so one of them sees the other).
+		s.watcher.Store(false)
+		if !s.lookAtCalls(last, now) || !s.watcher.CompareAndSwap(false, true) {
+			return
+		}
+		last = now
+	}
+}
+
+// lookAtCalls starts watchCall for the calls that started before now -
+// watchAfter, and reports whether any call runs or started after since.
+func (s *Server) lookAtCalls(since, now int64) bool {
+	busy := false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for fc := range s.conns {
+		state := fc.callState.Load()
+		start := fc.callStart.Load()
+		if start > since || state != callIdle {
+			busy = true
+		}
+		if state == callRunning && now-start >= int64(watchAfter) && fc.callState.CompareAndSwap(callRunning, callWatched) {
+			go fc.watchCall()
+		}
+	}
+	return busy
 }
 
 // connIO reads and writes whichever connection fc has now.
@@ -409,48 +469,34 @@ func (fc *frontConn) serveRequest(req *frontRequest) bool {
 	return fc.viaHTTP(req) && !req.close
 }
 
-// frontBody is the body of a request the front read whole; the gateway's
-// fast path takes its bytes without reading it.
-type frontBody struct {
-	*bytes.Reader
-	b []byte
-}
-
-func (*frontBody) Close() error { return nil }
-
 // serveFast offers req to the gateway's fast path. It reports whether the
 // gateway answered it and whether the connection is still good.
 func (fc *frontConn) serveFast(req *frontRequest) (served, keep bool) {
-	body := fc.buf[len(fc.buf)-int(req.contentLength):]
 	ctx, cancel := context.WithCancel(fc.base)
 	defer cancel()
-	r := (&http.Request{
-		Method:        req.method,
-		URL:           &url.URL{Path: req.target},
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        req.header,
-		Host:          req.header.Get("Host"),
-		ContentLength: req.contentLength,
-		Body:          &frontBody{Reader: bytes.NewReader(body), b: body},
-		RemoteAddr:    fc.remote,
-		RequestURI:    req.target,
-	}).WithContext(ctx)
+	p := &fastPost{
+		ctx:    ctx,
+		cancel: cancel,
+		sid:    req.header.Get("Mcp-Session-Id"),
+		header: req.header,
+		host:   req.header.Get("Host"),
+		local:  fc.local,
+		body:   fc.buf[len(fc.buf)-int(req.contentLength):],
+	}
 	w := &frontWriter{fc: fc, close: req.close}
 
-	// The watch timer is the connection's, armed for each call.
+	// The server's watcher starts a watch of the connection should the
+	// call run longer than watchAfter (no timer per call: arming one
+	// often wakes the runtime's network poller, on the call's path).
 	fc.callCancel = cancel
 	fc.gone.Store(false)
-	if fc.watchTimer == nil {
-		fc.watchDone = make(chan struct{}, 1)
-		fc.watchTimer = time.AfterFunc(watchAfter, fc.watchCall)
-	} else {
-		fc.watchTimer.Reset(watchAfter)
-	}
-	served = fc.s.g.serveFast(w, r)
-	if !fc.watchTimer.Stop() {
-		fc.endWatch(fc.watchDone)
+	fc.callStart.Store(time.Now().UnixNano())
+	fc.callState.Store(callRunning)
+	fc.s.ensureWatcher()
+	served = fc.s.g.serveFastPost(w, p)
+	if !fc.callState.CompareAndSwap(callRunning, callIdle) {
+		fc.endWatch(fc.watchDone) // the watcher started watchCall
+		fc.callState.Store(callIdle)
 	}
 	fc.callCancel = nil
 	if !served {
