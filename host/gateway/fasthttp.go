@@ -81,7 +81,11 @@ type fastPost struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	sid    string
-	header http.Header
+	// contentType, accept and protocolVersion are the values of the
+	// Content-Type, Accept (all of them) and Mcp-Protocol-Version fields.
+	contentType     string
+	accept          []string
+	protocolVersion string
 	// host is the Host header; local, the address the request came to
 	// (nil when unknown).
 	host  string
@@ -97,7 +101,7 @@ func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !jsonContent(r.Header) || rebindingSuspect(local, r.Host) {
+	if !jsonContent(r.Header.Get("Content-Type"), r.Header.Values("Accept")) || rebindingSuspect(local, r.Host) {
 		return false
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxFastBody+1))
@@ -108,13 +112,14 @@ func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	return g.serveFastPost(w, &fastPost{ctx: ctx, cancel: cancel, sid: sid, header: r.Header, host: r.Host, local: local, body: body})
+	return g.serveFastPost(w, &fastPost{ctx: ctx, cancel: cancel, sid: sid, contentType: r.Header.Get("Content-Type"),
+		accept: r.Header.Values("Accept"), protocolVersion: r.Header.Get("Mcp-Protocol-Version"), host: r.Host, local: local, body: body})
 }
 
 // serveFastPost answers p on the fast path and reports true, or reports
 // false having written nothing (p goes to the SDK handler).
 func (g *Gateway) serveFastPost(w http.ResponseWriter, p *fastPost) bool {
-	if !jsonContent(p.header) || rebindingSuspect(p.local, p.host) {
+	if !jsonContent(p.contentType, p.accept) || rebindingSuspect(p.local, p.host) {
 		return false
 	}
 	msg, err := transport.DecodeMessage(p.body)
@@ -135,7 +140,7 @@ func (g *Gateway) serveFastPost(w http.ResponseWriter, p *fastPost) bool {
 			return false
 		}
 		ss := g.sessionByID(p.sid)
-		if ss == nil || !g.fastHTTPSession(p.header, ss) {
+		if ss == nil || !g.fastHTTPSession(p.protocolVersion, ss) {
 			return false
 		}
 		tc, ok := g.fastTarget(m.Params)
@@ -154,15 +159,15 @@ type readCloser struct {
 	io.Closer
 }
 
-// jsonContent reports whether a request with header h has a JSON body and
-// takes back either JSON or an event stream, as streamable HTTP requires.
-func jsonContent(h http.Header) bool {
-	if ct := h.Get("Content-Type"); ct != "application/json" {
+// jsonContent reports whether a request with this Content-Type and these
+// Accept values has a JSON body and takes back either JSON or an event
+// stream, as streamable HTTP requires.
+func jsonContent(ct string, accept []string) bool {
+	if ct != "application/json" {
 		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" {
 			return false
 		}
 	}
-	accept := h.Values("Accept")
 	if len(accept) == 1 && (accept[0] == "application/json, text/event-stream" || accept[0] == "text/event-stream, application/json") {
 		return true // what clients send; the general case follows
 	}
@@ -223,14 +228,15 @@ func (g *Gateway) sessionByID(id string) *mcp.ServerSession {
 	return nil
 }
 
-// fastHTTPSession reports whether calls on ss, made with headers h, can
-// take the fast path (see the design note).
-func (g *Gateway) fastHTTPSession(h http.Header, ss *mcp.ServerSession) bool {
+// fastHTTPSession reports whether calls on ss, made with this
+// Mcp-Protocol-Version header (empty: none), can take the fast path (see
+// the design note).
+func (g *Gateway) fastHTTPSession(version string, ss *mcp.ServerSession) bool {
 	ip := ss.InitializeParams()
 	if ip == nil || ip.ProtocolVersion >= statelessProtocolVersion {
 		return false
 	}
-	if v := h.Get("Mcp-Protocol-Version"); v != "" && v != ip.ProtocolVersion {
+	if version != "" && version != ip.ProtocolVersion {
 		return false
 	}
 	if c := ip.Capabilities; c != nil && (c.Sampling != nil || c.Elicitation != nil) {

@@ -477,9 +477,11 @@ func (fc *frontConn) serveFast(req *frontRequest) (served, keep bool) {
 	p := &fastPost{
 		ctx:    ctx,
 		cancel: cancel,
-		sid:    req.header.Get("Mcp-Session-Id"),
-		header: req.header,
-		host:   req.header.Get("Host"),
+		sid:             req.get("Mcp-Session-Id"),
+		contentType:     req.get("Content-Type"),
+		accept:          req.accept,
+		protocolVersion: req.get("Mcp-Protocol-Version"),
+		host:            req.get("Host"),
 		local:  fc.local,
 		body:   fc.buf[len(fc.buf)-int(req.contentLength):],
 	}

@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"errors"
-	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 
@@ -17,15 +17,29 @@ var errHandoff = errors.New("request left to net/http")
 // frontRequest is one request head the front parsed.
 type frontRequest struct {
 	method, target string
-	header         http.Header
+	// fields are the header fields in order, names in canonical form.
+	fields []headerField
+	// accept are the values of the Accept fields, in order.
+	accept []string
 	// hosts counts the Host header lines.
 	hosts int
 	// contentLength is the body's length (0 without a Content-Length).
 	contentLength int64
 	// close is set by "Connection: close".
 	close bool
-	// hb builds header.
-	hb h1text.Header
+}
+
+type headerField struct{ key, value string }
+
+// get returns the first value of the field named key (canonical), as
+// http.Header's Get does, or "".
+func (req *frontRequest) get(key string) string {
+	for _, f := range req.fields {
+		if f.key == key {
+			return f.value
+		}
+	}
+	return ""
 }
 
 // maxContentLengthDigits keeps Content-Length within int64.
@@ -47,8 +61,8 @@ func parseHead(head []byte) (*frontRequest, error) {
 	return req, nil
 }
 
-// parse is parseHead into req, reusing its header map (a connection's
-// requests come one at a time, and nothing keeps a request's header once
+// parse is parseHead into req, reusing its storage (a connection's
+// requests come one at a time, and nothing keeps a request's fields once
 // it is answered).
 func (req *frontRequest) parse(head []byte) error {
 	text := string(head) // one copy; every field below is a substring
@@ -64,13 +78,9 @@ func (req *frontRequest) parse(head []byte) error {
 	if !ok || len(target) == 0 || !h1text.IsVisible(target) || proto != "HTTP/1.1" {
 		return errHandoff
 	}
-	hb := req.hb
-	if hb.H == nil {
-		hb = h1text.NewHeader(strings.Count(rest, "\n"))
-	} else {
-		hb.Reset()
-	}
-	*req = frontRequest{method: method, target: target, header: hb.H, hb: hb}
+	clear(req.fields)
+	clear(req.accept)
+	*req = frontRequest{method: method, target: target, fields: req.fields[:0], accept: req.accept[:0]}
 	seenLength := false
 	for {
 		if line, rest, ok = cutLine(rest); !ok {
@@ -84,7 +94,11 @@ func (req *frontRequest) parse(head []byte) error {
 			return errHandoff
 		}
 		value = h1text.TrimOWS(value)
-		switch key := req.hb.Add(name, value); key {
+		key := textproto.CanonicalMIMEHeaderKey(name) // no copy when it is canonical
+		req.fields = append(req.fields, headerField{key, value})
+		switch key {
+		case "Accept":
+			req.accept = append(req.accept, value)
 		case "Transfer-Encoding", "Expect", "Upgrade":
 			return errHandoff
 		case "Content-Length":

@@ -109,11 +109,10 @@ func (g *Gateway) initChecks() {
 // path: a POST to /mcp on a session, from an allowed origin with the
 // token, on a version with sessions. serveFast makes the remaining checks.
 func (g *Gateway) frontFast(req *frontRequest) bool {
-	h := req.header
 	return g.rawBackend != nil && req.method == http.MethodPost && req.target == "/mcp" &&
-		req.hosts == 1 && h.Get("Mcp-Session-Id") != "" &&
-		h.Get("Mcp-Protocol-Version") < statelessProtocolVersion &&
-		g.originAllowed(h.Get("Origin")) && g.bearerAllowed(h.Get("Authorization"))
+		req.hosts == 1 && req.get("Mcp-Session-Id") != "" &&
+		req.get("Mcp-Protocol-Version") < statelessProtocolVersion &&
+		g.originAllowed(req.get("Origin")) && g.bearerAllowed(req.get("Authorization"))
 }
 
 // bearerToken extracts the token of an "Authorization: Bearer <token>"
