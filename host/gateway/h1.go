@@ -475,15 +475,15 @@ func (fc *frontConn) serveFast(req *frontRequest) (served, keep bool) {
 	ctx, cancel := context.WithCancel(fc.base)
 	defer cancel()
 	p := &fastPost{
-		ctx:    ctx,
-		cancel: cancel,
+		ctx:             ctx,
+		cancel:          cancel,
 		sid:             req.get("Mcp-Session-Id"),
 		contentType:     req.get("Content-Type"),
 		accept:          req.accept,
 		protocolVersion: req.get("Mcp-Protocol-Version"),
 		host:            req.get("Host"),
-		local:  fc.local,
-		body:   fc.buf[len(fc.buf)-int(req.contentLength):],
+		local:           fc.local,
+		body:            fc.buf[len(fc.buf)-int(req.contentLength):],
 	}
 	w := &frontWriter{fc: fc, close: req.close}
 
