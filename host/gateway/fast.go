@@ -268,8 +268,8 @@ type fastCallTarget struct {
 // passes on as it came.
 func (g *Gateway) fastTarget(params json.RawMessage) (fastCallTarget, bool) {
 	nameAt, metaAt := [2]int{-1, -1}, [2]int{-1, -1}
-	if !rawjson.Members(params, func(key string, start, end int) bool {
-		switch key {
+	if !rawjson.Members(params, func(key []byte, start, end int) bool {
+		switch string(key) {
 		case "name":
 			nameAt = [2]int{start, end}
 		case "_meta":
@@ -286,8 +286,8 @@ func (g *Gateway) fastTarget(params json.RawMessage) (fastCallTarget, bool) {
 	if metaAt[0] >= 0 {
 		meta := params[metaAt[0]:metaAt[1]]
 		progress := false
-		if string(meta) != "null" && !rawjson.Members(meta, func(key string, _, _ int) bool {
-			progress = progress || key == "progressToken"
+		if string(meta) != "null" && !rawjson.Members(meta, func(key []byte, _, _ int) bool {
+			progress = progress || string(key) == "progressToken"
 			return !progress
 		}) {
 			return fastCallTarget{}, false

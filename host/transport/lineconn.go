@@ -199,15 +199,28 @@ func (c *lineConn) Close() error {
 // where it needs them, and the raw tools/call path never does. data may be
 // reused by the caller once it returns.
 func DecodeMessage(data []byte) (jsonrpc.Message, error) {
+	return decodeMessage(data, true)
+}
+
+// DecodeOwnedMessage is DecodeMessage for data the caller hands over: the
+// message's params or result may point into it, so it must not change
+// afterwards. It saves DecodeMessage's copy.
+func DecodeOwnedMessage(data []byte) (jsonrpc.Message, error) {
+	return decodeMessage(data, false)
+}
+
+func decodeMessage(data []byte, clone bool) (jsonrpc.Message, error) {
 	if !rawjson.Valid(data) {
 		// Trailing data, or not JSON at all: the general path decides.
 		return decodeMessageSlow(data)
 	}
-	data = bytes.Clone(data) // params and result point into it
+	if clone {
+		data = bytes.Clone(data) // params and result point into it
+	}
 	var version, id, method, params, result, werr []byte
-	isObject := rawjson.Members(data, func(key string, start, end int) bool {
+	isObject := rawjson.Members(data, func(key []byte, start, end int) bool {
 		v := data[start:end]
-		switch key {
+		switch string(key) {
 		case "jsonrpc":
 			version = v
 		case "id":

@@ -172,7 +172,7 @@ func readJSONResponse(r io.Reader, id string) (*jsonrpc.Response, error) {
 	if len(body) > maxHTTPMessage {
 		return nil, fmt.Errorf("response longer than %d bytes", maxHTTPMessage)
 	}
-	msg, err := transport.DecodeMessage(body)
+	msg, err := transport.DecodeOwnedMessage(body)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func readJSONResponse(r io.Reader, id string) (*jsonrpc.Response, error) {
 func (s *Supervisor) readEventStream(ctx context.Context, sess *session, r io.Reader, id string) (*jsonrpc.Response, error) {
 	var res *jsonrpc.Response
 	err := scanEvents(r, func(data []byte) (bool, error) {
-		msg, err := transport.DecodeMessage(data)
+		msg, err := transport.DecodeOwnedMessage(data) // each event's data is its own
 		if err != nil {
 			return false, err
 		}
@@ -229,7 +229,7 @@ func scanEvents(r io.Reader, fn func(data []byte) (done bool, err error)) error 
 		sseReaders.Put(br)
 	}()
 	var data []byte
-	event := ""
+	message := true // the event's type is "message" (or none)
 	for {
 		line, err := readSSELine(br)
 		if errors.Is(err, io.EOF) {
@@ -251,14 +251,14 @@ func scanEvents(r io.Reader, fn func(data []byte) (done bool, err error)) error 
 					return fmt.Errorf("event longer than %d bytes", maxHTTPMessage)
 				}
 			case "event":
-				event = string(value)
+				message = len(value) == 0 || string(value) == "message"
 			}
 			continue
 		}
 		// A blank line dispatches the event.
-		payload, kind := data, event
-		data, event = nil, ""
-		if payload == nil || (kind != "" && kind != "message") {
+		payload, isMessage := data, message
+		data, message = nil, true
+		if payload == nil || !isMessage {
 			continue
 		}
 		if done, err := fn(payload); done || err != nil {

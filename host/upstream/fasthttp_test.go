@@ -19,6 +19,13 @@ func TestScanEvents(t *testing.T) {
 		"\n" +
 		"data:{\"b\":2}\r\n" +
 		"\r\n" +
+		"event:\n" + // an empty type is a message
+		"data: {\"d\":4}\n" +
+		"\n" +
+		"event: ping\n" +
+		"event: message\n" + // the last type counts
+		"data: {\"e\":5}\n" +
+		"\n" +
 		"data: {\"c\":3}\n" // no blank line after it: never dispatched
 	var got []string
 	if err := scanEvents(strings.NewReader(stream), func(data []byte) (bool, error) {
@@ -27,7 +34,7 @@ func TestScanEvents(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"{\"a\":\n1}", "{\"b\":2}"}
+	want := []string{"{\"a\":\n1}", "{\"b\":2}", "{\"d\":4}", "{\"e\":5}"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("events %q, want %q", got, want)
 	}

@@ -15,10 +15,11 @@ import (
 )
 
 // Members calls fn for each top-level member of the JSON object obj, in
-// order, with its key (unescaped) and the byte range [start, end) of its
-// value in obj. It stops early when fn returns false. It reports false if
-// obj is not an object. obj must be valid JSON.
-func Members(obj []byte, fn func(key string, start, end int) bool) bool {
+// order, with its key (unescaped; valid only during the call, and not to
+// be modified) and the byte range [start, end) of its value in obj. It
+// stops early when fn returns false. It reports false if obj is not an
+// object. obj must be valid JSON.
+func Members(obj []byte, fn func(key []byte, start, end int) bool) bool {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return false
@@ -36,7 +37,10 @@ func Members(obj []byte, fn func(key string, start, end int) bool) bool {
 			return false
 		}
 		kEnd := skipString(obj, i)
-		key := Unquote(obj[i:kEnd])
+		key := obj[i+1 : kEnd-1] // a plain key is its own bytes: no copy
+		if containsByte(key, '\\') || !utf8.Valid(key) {
+			key = []byte(Unquote(obj[i:kEnd]))
+		}
 		i = skipSpace(obj, kEnd)
 		if i >= len(obj) || obj[i] != ':' {
 			return false

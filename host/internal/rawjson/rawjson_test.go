@@ -28,8 +28,8 @@ func FuzzMembers(f *testing.F) {
 		var want map[string]json.RawMessage
 		isObj := json.Unmarshal(data, &want) == nil && bytes.TrimSpace(data)[0] == '{'
 		got := map[string]json.RawMessage{}
-		ok := Members(data, func(key string, start, end int) bool {
-			got[key] = data[start:end]
+		ok := Members(data, func(key []byte, start, end int) bool {
+			got[string(key)] = data[start:end]
 			return true
 		})
 		if ok != isObj {
