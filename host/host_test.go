@@ -1069,3 +1069,49 @@ func TestFrontCancelsCallOfVanishedClient(t *testing.T) {
 		t.Fatalf("after the vanished client: %v", err)
 	}
 }
+
+// A session the client deleted is gone for the fast path too: a tools/call
+// on its id right after the DELETE is a 404, as the SDK answers it, even
+// though the fast path had the session cached from an earlier call.
+func TestFastPathForgetsDeletedSession(t *testing.T) {
+	var addr string
+	link := func(t *testing.T, g *gateway.Gateway) mcp.Transport {
+		tr := overFront(t, g).(*mcp.StreamableClientTransport)
+		addr = strings.TrimSuffix(strings.TrimPrefix(tr.Endpoint, "http://"), "/mcp")
+		return tr
+	}
+	h, cs, _ := echoHostWithLogs(t, link)
+	sid := cs.ID()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	send := func(method, body string) *http.Response {
+		t.Helper()
+		fmt.Fprintf(c, "%s /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+			"Mcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: %d\r\n\r\n%s", method, addr, sid, len(body), body)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"x"}}}`
+	before := h.Gateway().FastCalls()
+	if resp := send("POST", call); resp.StatusCode != http.StatusOK {
+		t.Fatalf("call on the live session: status %d", resp.StatusCode)
+	}
+	if h.Gateway().FastCalls() != before+1 {
+		t.Fatal("the call did not take the fast path")
+	}
+	if resp := send("DELETE", ""); resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE: status %d", resp.StatusCode)
+	}
+	if resp := send("POST", call); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("call on the deleted session: status %d, want 404", resp.StatusCode)
+	}
+}

@@ -63,6 +63,9 @@ type httpFast struct {
 	// (*clientRequest), by id.
 	pending sync.Map
 	seq     atomic.Uint64
+	// sessions are the live sessions the fast path has seen, by id
+	// (*mcp.ServerSession), each removed when it ends.
+	sessions sync.Map
 	// logging holds the sessions (*mcp.ServerSession) whose client set a
 	// log level.
 	logging sync.Map
@@ -218,10 +221,20 @@ func loopbackHostPort(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// sessionByID returns the live session with id, or nil.
+// sessionByID returns the live session with id, or nil. Sessions found
+// are kept in hf.sessions until they end.
 func (g *Gateway) sessionByID(id string) *mcp.ServerSession {
+	if v, ok := g.hf.sessions.Load(id); ok {
+		return v.(*mcp.ServerSession)
+	}
 	for ss := range g.server.Sessions() {
 		if ss.ID() == id {
+			if _, loaded := g.hf.sessions.LoadOrStore(id, ss); !loaded {
+				go func() {
+					ss.Wait()
+					g.hf.sessions.CompareAndDelete(id, ss)
+				}()
+			}
 			return ss
 		}
 	}

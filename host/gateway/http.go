@@ -35,6 +35,11 @@ func (g *Gateway) HTTPHandler() http.Handler {
 				stateless.ServeHTTP(w, r)
 				return
 			}
+			if r.Method == http.MethodDelete {
+				// The session ends now, not when the fast path's cache
+				// hears of it.
+				g.hf.sessions.Delete(r.Header.Get("Mcp-Session-Id"))
+			}
 			if g.rawBackend != nil && g.serveFast(w, r) {
 				return
 			}

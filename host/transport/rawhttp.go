@@ -85,6 +85,8 @@ type rawConn struct {
 	c  net.Conn
 	br *bufio.Reader
 	bw *bufio.Writer
+	// hb holds the header of the connection's responses, one at a time.
+	hb h1text.Header
 }
 
 // newRawPoster returns a rawPoster for u, or nil when u needs net/http:
@@ -139,12 +141,12 @@ func (p *rawPoster) Post(ctx context.Context, header http.Header, body []byte) (
 	if err := p.writeRequest(rc.bw, header, body); err != nil {
 		return fail(err)
 	}
-	resp, err := readResponse(rc.br)
+	resp, err := readResponse(rc.br, &rc.hb)
 	// Informational answers (103 Early Hints and the like) come before
 	// the real one.
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 		resp.Body.Close()
-		resp, err = readResponse(rc.br)
+		resp, err = readResponse(rc.br, &rc.hb)
 	}
 	if err != nil {
 		return fail(err)

@@ -23,15 +23,17 @@ const maxFastResponseHead = 8 << 10
 // chunked encoding, simple header lines — are parsed here, without
 // textproto's general machinery; anything else, and anything this parser
 // is unsure of, is left untouched in br for http.ReadResponse. The two
-// agree on every response this one takes (FuzzReadResponse).
-func readResponse(br *bufio.Reader) (*http.Response, error) {
-	if resp := readSimpleResponse(br); resp != nil {
+// agree on every response this one takes (FuzzReadResponse). A non-nil hb
+// is reused for the header (a connection's responses come one at a time,
+// and nothing keeps one's header once the next is read); nil: a new one.
+func readResponse(br *bufio.Reader, hb *h1text.Header) (*http.Response, error) {
+	if resp := readSimpleResponse(br, hb); resp != nil {
 		return resp, nil
 	}
 	return http.ReadResponse(br, nil)
 }
 
-func readSimpleResponse(br *bufio.Reader) *http.Response {
+func readSimpleResponse(br *bufio.Reader, hb *h1text.Header) *http.Response {
 	if _, err := br.Peek(1); err != nil {
 		return nil // net/http reports it
 	}
@@ -60,7 +62,16 @@ func readSimpleResponse(br *bufio.Reader) *http.Response {
 	if !h1text.ValidValue(line[min(len(line), 13):]) {
 		return nil
 	}
-	hb := h1text.NewHeader(strings.Count(rest, "\n"))
+	if hb == nil || hb.H == nil {
+		fresh := h1text.NewHeader(strings.Count(rest, "\n"))
+		if hb == nil {
+			hb = &fresh
+		} else {
+			*hb = fresh
+		}
+	} else {
+		hb.Reset()
+	}
 	h := hb.H
 	length, chunked, closing := int64(-1), false, false
 	for len(rest) > 0 {

@@ -6,7 +6,10 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/h1text"
 )
 
 // FuzzReadResponse checks that whenever readSimpleResponse takes a
@@ -30,9 +33,16 @@ func FuzzReadResponse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		br := bufio.NewReaderSize(bytes.NewReader(data), 16<<10)
-		got := readSimpleResponse(br)
+		got := readSimpleResponse(br, nil)
 		if got == nil {
 			return
+		}
+		// A connection's header storage, used before by another response,
+		// must read this one the same.
+		var hb h1text.Header
+		readSimpleResponse(bufio.NewReader(strings.NewReader("HTTP/1.1 200 OK\r\nX-A: 1\r\nX-A: 2\r\nContent-Type: x\r\nContent-Length: 0\r\n\r\n")), &hb)
+		if again := readSimpleResponse(bufio.NewReaderSize(bytes.NewReader(data), 16<<10), &hb); again == nil || !reflect.DeepEqual(again.Header, got.Header) {
+			t.Fatalf("read with reused storage: %v, fresh: %q", again, got.Header)
 		}
 		wbr := bufio.NewReaderSize(bytes.NewReader(data), 16<<10)
 		want, err := http.ReadResponse(wbr, nil)
@@ -75,13 +85,13 @@ func TestReadResponseFallsBack(t *testing.T) {
 		"HTTP/1.1 200 OK\r\nConnection: upgrade\r\nContent-Length: 0\r\n\r\n",
 		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n", // head not all here
 	} {
-		if readSimpleResponse(bufio.NewReader(bytes.NewReader([]byte(s)))) != nil {
+		if readSimpleResponse(bufio.NewReader(bytes.NewReader([]byte(s))), nil) != nil {
 			t.Errorf("took %q; it is net/http's", s)
 		}
 	}
 	// And what it leaves is read by net/http as before.
 	br := bufio.NewReader(bytes.NewReader([]byte("HTTP/1.1 200 OK\r\n\r\nto the end")))
-	resp, err := readResponse(br)
+	resp, err := readResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
