@@ -335,16 +335,16 @@ func (b backend) CallTool(ctx context.Context, server, tool string, p *mcp.CallT
 
 // CallToolRaw forwards a tools/call without decoding it (the gateway's
 // fast paths, stdio and HTTP).
-func (b backend) CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage, early func(json.RawMessage)) (json.RawMessage, error) {
+func (b backend) CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage, d gateway.Downstream, early func(json.RawMessage)) (json.RawMessage, error) {
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
 	}
-	ctx = down(ctx)
-	if early != nil {
-		ctx = upstream.WithEarlyResult(ctx, early)
+	var ud upstream.Downstream
+	if d != nil {
+		ud = d
 	}
-	return s.CallToolRaw(ctx, tool, params)
+	return s.CallToolRaw(upstream.WithCall(ctx, ud, early), tool, params)
 }
 
 func (b backend) ReadResource(ctx context.Context, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {

@@ -40,10 +40,11 @@ import (
 // tool name, the result is the upstream's raw result. A backend may hand a
 // successful result to early (when not nil) as soon as it has it, from
 // another goroutine, before CallToolRaw returns that same result; early
-// is called at most once and never for an error.
+// is called at most once and never for an error. down is the client the
+// call is made for (what the upstream sends back during it goes there).
 type RawBackend interface {
 	Backend
-	CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage, early func(json.RawMessage)) (json.RawMessage, error)
+	CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage, down Downstream, early func(json.RawMessage)) (json.RawMessage, error)
 }
 
 // rawResultWriter is a connection that can write a response around a raw
@@ -206,7 +207,7 @@ func (c *fastConn) take(req *jsonrpc.Request) (call func()) {
 
 	c.t.g.fastCalls.Add(1)
 	key := idKey(req.ID)
-	ctx, cancel := context.WithCancel(withSession(context.Background(), ss))
+	ctx, cancel := context.WithCancel(context.Background())
 	fc := &fastCall{cancel: cancel}
 	c.mu.Lock()
 	c.inflight[key] = fc
@@ -222,12 +223,12 @@ func (c *fastConn) take(req *jsonrpc.Request) (call func()) {
 			c.mu.Unlock()
 			cancel()
 		}()
-		c.run(ctx, req.ID, tc)
+		c.run(ctx, ss, req.ID, tc)
 	}
 }
 
 // run makes one fast call and answers it.
-func (c *fastConn) run(ctx context.Context, id jsonrpc.ID, tc fastCallTarget) {
+func (c *fastConn) run(ctx context.Context, ss *mcp.ServerSession, id jsonrpc.ID, tc fastCallTarget) {
 	// The result is written by whichever goroutine has it first: the
 	// upstream's reader (early) or this one. delivered makes sure the
 	// client never gets two responses to one request.
@@ -237,7 +238,7 @@ func (c *fastConn) run(ctx context.Context, id jsonrpc.ID, tc fastCallTarget) {
 			c.writeResult(id, res)
 		}
 	}
-	res, err := c.t.rb.CallToolRaw(ctx, tc.server, tc.tool, tc.params, early)
+	res, err := c.t.rb.CallToolRaw(ctx, tc.server, tc.tool, tc.params, ss, early)
 	if !delivered.CompareAndSwap(false, true) {
 		return
 	}

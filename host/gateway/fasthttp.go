@@ -291,7 +291,7 @@ func (g *Gateway) trackLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
 func (g *Gateway) runFastHTTP(w http.ResponseWriter, p *fastPost, ss *mcp.ServerSession, id jsonrpc.ID, tc fastCallTarget) {
 	out := &fastResponse{w: w}
 	down := &httpDownstream{ServerSession: ss, g: g, sid: p.sid, out: out}
-	ctx := withDownstream(p.ctx, down)
+	ctx := p.ctx
 	key := string(transport.AppendID(append(append(make([]byte, 0, len(p.sid)+24), p.sid...), '/'), id))
 	fc := &fastCall{cancel: p.cancel}
 	g.hf.inflight.Store(key, fc)
@@ -300,7 +300,7 @@ func (g *Gateway) runFastHTTP(w http.ResponseWriter, p *fastPost, ss *mcp.Server
 	// A result is answered the moment it is read; an upstream's stream may
 	// still be ending.
 	early := func(res json.RawMessage) { out.finish(transport.RawResponse(id, res)) }
-	res, err := g.rawBackend.CallToolRaw(ctx, tc.server, tc.tool, tc.params, early)
+	res, err := g.rawBackend.CallToolRaw(ctx, tc.server, tc.tool, tc.params, down, early)
 	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		out.close() // the client canceled or went away: no response
 		return

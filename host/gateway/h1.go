@@ -151,7 +151,6 @@ func (s *Server) track(c net.Conn) *frontConn {
 	}
 	fc.br, fc.bw = bufio.NewReaderSize(connIO{fc}, 16<<10), bufio.NewWriterSize(connIO{fc}, 16<<10)
 	fc.local = c.LocalAddr()
-	fc.base = context.WithValue(context.Background(), http.LocalAddrContextKey, fc.local)
 	s.conns[fc] = struct{}{}
 	s.wg.Add(1)
 	return fc
@@ -213,7 +212,6 @@ type frontConn struct {
 	c     net.Conn // a *sockio.Conn while detached
 	br    *bufio.Reader
 	bw    *bufio.Writer
-	base  context.Context
 	local net.Addr
 	state atomic.Int32
 
@@ -472,7 +470,7 @@ func (fc *frontConn) serveRequest(req *frontRequest) bool {
 // serveFast offers req to the gateway's fast path. It reports whether the
 // gateway answered it and whether the connection is still good.
 func (fc *frontConn) serveFast(req *frontRequest) (served, keep bool) {
-	ctx, cancel := context.WithCancel(fc.base)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := &fastPost{
 		ctx:             ctx,

@@ -43,17 +43,41 @@ type Downstream interface {
 	ListRoots(ctx context.Context, params *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 }
 
-type downstreamKey struct{}
+// callKey is the context key of a *callInfo.
+type callKey struct{}
+
+// callInfo is what a caller tells the supervisor about its call, in one
+// context value: the client it is made for and, on the raw path, where a
+// successful result goes early (see WithEarlyResult).
+type callInfo struct {
+	d     Downstream
+	early func(json.RawMessage)
+}
 
 // WithDownstream returns a context that marks d as the client on whose
 // behalf upstream operations run.
 func WithDownstream(ctx context.Context, d Downstream) context.Context {
-	return context.WithValue(ctx, downstreamKey{}, d)
+	return WithCall(ctx, d, earlyFrom(ctx))
+}
+
+// WithCall is WithDownstream and WithEarlyResult (when early is not nil)
+// in one context value.
+func WithCall(ctx context.Context, d Downstream, early func(json.RawMessage)) context.Context {
+	return context.WithValue(ctx, callKey{}, &callInfo{d: d, early: early})
 }
 
 func downstreamFrom(ctx context.Context) Downstream {
-	d, _ := ctx.Value(downstreamKey{}).(Downstream)
-	return d
+	if ci, ok := ctx.Value(callKey{}).(*callInfo); ok {
+		return ci.d
+	}
+	return nil
+}
+
+func earlyFrom(ctx context.Context) func(json.RawMessage) {
+	if ci, ok := ctx.Value(callKey{}).(*callInfo); ok {
+		return ci.early
+	}
+	return nil
 }
 
 // ErrNoDownstream is returned to an upstream that sends a server-to-client

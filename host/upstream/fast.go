@@ -37,8 +37,6 @@ type rawCall struct {
 	early func(json.RawMessage) // see WithEarlyResult
 }
 
-type earlyKey struct{}
-
 // WithEarlyResult returns a context under which a raw tools/call hands a
 // successful result to deliver the moment the connection reads it, on the
 // connection's reader (over HTTP: the caller's goroutine, before the rest
@@ -49,7 +47,7 @@ type earlyKey struct{}
 // the upstream's next message waits for it. It is not called for errors,
 // which go through recovery first, nor on the SDK path.
 func WithEarlyResult(ctx context.Context, deliver func(json.RawMessage)) context.Context {
-	return context.WithValue(ctx, earlyKey{}, deliver)
+	return WithCall(ctx, downstreamFrom(ctx), deliver)
 }
 
 // call sends one raw request and waits for its raw result.
@@ -63,7 +61,7 @@ func (c *tapConn) call(ctx context.Context, method string, params json.RawMessag
 	c.seq++
 	key := fastIDPrefix + strconv.FormatUint(c.seq, 10)
 	ch := make(chan *jsonrpc.Response, 1)
-	early, _ := ctx.Value(earlyKey{}).(func(json.RawMessage))
+	early := earlyFrom(ctx)
 	c.pending[key] = rawCall{ch: ch, early: early}
 	c.mu.Unlock()
 	release := func() {

@@ -91,7 +91,7 @@ func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string,
 		return nil, fmt.Errorf("%s: %w", summary(), err)
 	}
 	result, err := responseResult(res)
-	if early, ok := ctx.Value(earlyKey{}).(func(json.RawMessage)); ok && err == nil && len(result) > 0 {
+	if early := earlyFrom(ctx); early != nil && err == nil && len(result) > 0 {
 		early(result) // before the drain: the rest of the stream can wait
 	}
 	return result, err
