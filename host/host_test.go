@@ -3,6 +3,7 @@ package host_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1070,9 +1071,11 @@ func TestFrontCancelsCallOfVanishedClient(t *testing.T) {
 	}
 }
 
-// A session the client deleted is gone for the fast path too: a tools/call
-// on its id right after the DELETE is a 404, as the SDK answers it, even
-// though the fast path had the session cached from an earlier call.
+// A fast HTTP call's answer is the JSON-RPC response to the request's own
+// id (a string with an escape, here). And a session the client deleted is
+// gone for the fast path too: a tools/call on its id right after the
+// DELETE is a 404, as the SDK answers it, even though the fast path had
+// the session cached from the earlier call.
 func TestFastPathForgetsDeletedSession(t *testing.T) {
 	var addr string
 	link := func(t *testing.T, g *gateway.Gateway) mcp.Transport {
@@ -1088,6 +1091,7 @@ func TestFastPathForgetsDeletedSession(t *testing.T) {
 	}
 	defer c.Close()
 	br := bufio.NewReader(c)
+	var got []byte
 	send := func(method, body string) *http.Response {
 		t.Helper()
 		fmt.Fprintf(c, "%s /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
@@ -1096,14 +1100,24 @@ func TestFastPathForgetsDeletedSession(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		got, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		return resp
 	}
-	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"x"}}}`
+	// A string id with an escape comes back as the client wrote it.
+	call := `{"jsonrpc":"2.0","id":"q\"1","method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"x"}}}`
 	before := h.Gateway().FastCalls()
-	if resp := send("POST", call); resp.StatusCode != http.StatusOK {
-		t.Fatalf("call on the live session: status %d", resp.StatusCode)
+	if resp := send("POST", call); resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("call on the live session: status %d, %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var answer struct {
+		ID     string `json:"id"`
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(got, &answer); err != nil || answer.ID != `q"1` || len(answer.Result.Content) != 1 || answer.Result.Content[0].Text != "x" {
+		t.Fatalf("answer %s (%v)", got, err)
 	}
 	if h.Gateway().FastCalls() != before+1 {
 		t.Fatal("the call did not take the fast path")

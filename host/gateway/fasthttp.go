@@ -289,31 +289,46 @@ func (g *Gateway) trackLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
 
 // runFastHTTP makes one fast call for a POST and answers it.
 func (g *Gateway) runFastHTTP(w http.ResponseWriter, p *fastPost, ss *mcp.ServerSession, id jsonrpc.ID, tc fastCallTarget) {
-	out := &fastResponse{w: w}
-	down := &httpDownstream{ServerSession: ss, g: g, sid: p.sid, out: out}
+	c := &httpFastCall{id: id}
+	out := &c.out
+	out.w = w
+	c.down = httpDownstream{ServerSession: ss, g: g, sid: p.sid, out: out}
 	ctx := p.ctx
 	key := string(transport.AppendID(append(append(make([]byte, 0, len(p.sid)+24), p.sid...), '/'), id))
-	fc := &fastCall{cancel: p.cancel}
-	g.hf.inflight.Store(key, fc)
-	defer g.hf.inflight.CompareAndDelete(key, fc)
+	c.fc.cancel = p.cancel
+	g.hf.inflight.Store(key, &c.fc)
+	defer g.hf.inflight.CompareAndDelete(key, &c.fc)
 
 	// A result is answered the moment it is read; an upstream's stream may
 	// still be ending.
-	early := func(res json.RawMessage) { out.finish(transport.RawResponse(id, res)) }
+	early := c.early
+	down := &c.down
 	res, err := g.rawBackend.CallToolRaw(ctx, tc.server, tc.tool, tc.params, down, early)
 	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		out.close() // the client canceled or went away: no response
 		return
 	}
-	var msg []byte
 	if err == nil {
-		msg = transport.RawResponse(id, res)
-	} else if msg, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: wireError(err)}); err != nil {
+		out.finishResult(id, res)
+		return
+	}
+	var msg []byte
+	if msg, err = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: wireError(err)}); err != nil {
 		g.logger.Debug("encoding a tools/call error failed", "error", err)
 		return
 	}
 	out.finish(msg)
 }
+
+// httpFastCall is one fast HTTP call's state, in one allocation.
+type httpFastCall struct {
+	id   jsonrpc.ID
+	out  fastResponse
+	down httpDownstream
+	fc   fastCall
+}
+
+func (c *httpFastCall) early(res json.RawMessage) { c.out.finishResult(c.id, res) }
 
 // cancelFastHTTP ends the fast call a notifications/cancelled names.
 func (g *Gateway) cancelFastHTTP(sid string, raw json.RawMessage) {
@@ -395,7 +410,7 @@ func (o *fastResponse) finish(msg []byte) {
 		o.writeEvent(msg)
 		return
 	}
-	if jw, ok := o.w.(interface{ writeJSON([]byte) bool }); ok && jw.writeJSON(msg) {
+	if jw, ok := o.w.(jsonWriter); ok && jw.writeJSON(nil, msg, nil) {
 		return // the front's writer: sent as it is
 	}
 	h := o.w.Header()
@@ -411,6 +426,31 @@ func (o *fastResponse) finish(msg []byte) {
 	case http.Flusher:
 		w.Flush()
 	}
+}
+
+// jsonWriter is a ResponseWriter that writes a whole JSON answer at once,
+// given in three parts (the front's).
+type jsonWriter interface {
+	writeJSON(head, msg, tail []byte) bool
+}
+
+// finishResult answers the call with result, as finish(RawResponse(id,
+// result)) does, without building the message when the writer can write
+// it in parts.
+func (o *fastResponse) finishResult(id jsonrpc.ID, result json.RawMessage) {
+	o.mu.Lock()
+	if jw, ok := o.w.(jsonWriter); ok && !o.done && !o.streaming {
+		var buf [64]byte
+		head := transport.AppendID(append(buf[:0], `{"jsonrpc":"2.0","id":`...), id)
+		head = append(head, `,"result":`...)
+		if jw.writeJSON(head, result, []byte("}")) {
+			o.done = true
+			o.mu.Unlock()
+			return
+		}
+	}
+	o.mu.Unlock()
+	o.finish(transport.RawResponse(id, result))
 }
 
 // close ends the response without an answer.

@@ -748,11 +748,11 @@ func (w *frontWriter) Header() http.Header {
 	return w.header
 }
 
-// writeJSON answers with msg as the whole application/json body, when
-// nothing else was written: the reply of most fast calls, written without
-// a header map or a copy of msg. It reports false, writing nothing, when
-// the response has already begun.
-func (w *frontWriter) writeJSON(msg []byte) bool {
+// writeJSON answers with head, msg and tail, one after the other, as the
+// whole application/json body, when nothing else was written: the reply of
+// most fast calls, written without a header map or a copy of the body. It
+// reports false, writing nothing, when the response has already begun.
+func (w *frontWriter) writeJSON(head, msg, tail []byte) bool {
 	if w.wroteHeader || w.done {
 		return false
 	}
@@ -761,12 +761,14 @@ func (w *frontWriter) writeJSON(msg []byte) bool {
 	bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: ")
 	bw.Write(httpDate())
 	bw.WriteString("\r\nContent-Length: ")
-	bw.WriteString(strconv.Itoa(len(msg)))
+	bw.WriteString(strconv.Itoa(len(head) + len(msg) + len(tail)))
 	if w.close {
 		bw.WriteString("\r\nConnection: close")
 	}
 	bw.WriteString("\r\n\r\n")
+	bw.Write(head)
 	bw.Write(msg)
+	bw.Write(tail)
 	w.flush()
 	return true
 }
