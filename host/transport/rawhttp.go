@@ -118,28 +118,60 @@ func newRawPoster(u string, headers map[string]string, fallback Poster) *rawPost
 }
 
 func (p *rawPoster) Post(ctx context.Context, header http.Header, body []byte) (*http.Response, error) {
-	rc, err := p.conn(ctx)
-	if err != nil {
+	return p.PostArmed(ctx, func() context.Context { return ctx }, header, body)
+}
+
+// maxEarlyWrite bounds the requests PostArmed writes before arming: a
+// pooled connection's send buffer is empty and at least this big, so such
+// a write cannot block.
+const maxEarlyWrite = 2 << 10
+
+// PostArmed is Post for a caller whose own context for the call (its
+// timeout, its bookkeeping) can wait until the request is sent: that work
+// then overlaps the upstream's. arm returns that context, made on its
+// first call; PostArmed calls it right after writing a small request to a
+// pooled connection, before anything that could block (a dial, a large
+// write, reading the response), and everything from then on is bound to
+// it. Until then only a canceled ctx stops it.
+func (p *rawPoster) PostArmed(ctx context.Context, arm func() context.Context, header http.Header, body []byte) (*http.Response, error) {
+	if err := validHeader(header); err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rc := p.idleConn()
+	if rc == nil || len(body) > maxEarlyWrite {
+		ctx = arm()
+	}
+	if rc == nil {
+		var err error
+		if rc, err = p.dial(ctx); err != nil {
+			return nil, err
+		}
 	}
 	// A canceled ctx interrupts whatever the connection is doing; the
 	// connection is then not reused.
-	stop := context.AfterFunc(ctx, rc.abort)
+	var stop func() bool
 	fail := func(err error) (*http.Response, error) {
-		stop()
+		if stop != nil {
+			stop()
+		}
 		rc.c.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, err
 	}
-	if err := validHeader(header); err != nil {
-		p.put(rc)
-		stop()
-		return nil, err
+	if len(body) > maxEarlyWrite {
+		stop = context.AfterFunc(ctx, rc.abort)
 	}
 	if err := p.writeRequest(rc.bw, header, body); err != nil {
 		return fail(err)
+	}
+	if stop == nil {
+		ctx = arm()
+		stop = context.AfterFunc(ctx, rc.abort)
 	}
 	resp, err := readResponse(rc.br, &rc.hb)
 	// Informational answers (103 Early Hints and the like) come before
@@ -215,23 +247,27 @@ func validHeader(h http.Header) error {
 	return nil
 }
 
-// conn returns a live idle connection or dials a new one.
-func (p *rawPoster) conn(ctx context.Context) (*rawConn, error) {
+// idleConn returns a live idle connection, or nil.
+func (p *rawPoster) idleConn() *rawConn {
 	for {
 		p.mu.Lock()
 		n := len(p.idle)
 		if n == 0 {
 			p.mu.Unlock()
-			break
+			return nil
 		}
 		rc := p.idle[n-1]
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
 		if rc.alive() {
-			return rc, nil
+			return rc
 		}
 		rc.c.Close()
 	}
+}
+
+// dial makes a new connection.
+func (p *rawPoster) dial(ctx context.Context) (*rawConn, error) {
 	c, err := p.dialer.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, err

@@ -162,25 +162,43 @@ func (s *Supervisor) Unsubscribe(ctx context.Context, params *mcp.UnsubscribePar
 // process died → new session, retry only when replayable; timeout and
 // transport → breaker strike; application → pass through unchanged.
 func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func(context.Context, *session) error) error {
-	ctx, _, _, release := s.track(ctx, nil)
-	defer release()
+	return s.doArmed(ctx, op, replayable, func(_ context.Context, sess *session, arm func() context.Context) error {
+		return fn(arm(), sess)
+	})
+}
+
+// doArmed is do for an operation that can send its request before the
+// call's own context exists. That context — tracked for the downstream
+// client, bounded by the timeout, which counts from the call's start — is
+// made by arm on its first call, so a raw HTTP call makes it while the
+// upstream works on the request instead of before sending it. fn gets the
+// caller's ctx and arm, and must call arm before anything that could
+// block; everything else here uses the armed context.
+func (s *Supervisor) doArmed(parent context.Context, op string, replayable bool, fn func(context.Context, *session, func() context.Context) error) error {
+	var deadline time.Time
 	if s.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.Timeout)
-		defer cancel()
+		deadline = time.Now().Add(s.cfg.Timeout)
 	}
+	a := &armer{s: s, parent: parent, deadline: deadline}
+	defer a.done()
+	arm := a.arm
+
 	ok, probe, retryAt := s.breaker.Allow()
 	if !ok {
 		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
 			Reason: s.openReason(), RetryAt: retryAt}
 	}
-	sess, err := s.acquire(ctx, op, probe)
-	if err != nil {
-		s.breaker.Release(probe)
-		return err
+	sess := s.cur.Load()
+	if sess == nil || sess.isDead() {
+		var err error
+		if sess, err = s.acquire(arm(), op, probe); err != nil {
+			s.breaker.Release(probe)
+			return err
+		}
 	}
 
-	err = fn(ctx, sess)
+	err := fn(parent, sess, arm)
+	ctx := arm()
 	class := s.classify(ctx, sess, err)
 	switch class {
 	case recovery.None, recovery.Application:
@@ -227,7 +245,7 @@ func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func
 		return s.recoveryFailed(op, class, err, werr)
 	}
 	s.logger.Debug("retrying on a new session", "op", op, "class", class, "generation", next.gen)
-	err2 := fn(ctx, next)
+	err2 := fn(parent, next, arm)
 	class2 := s.classify(ctx, next, err2)
 	switch class2 {
 	case recovery.None, recovery.Application:
@@ -249,6 +267,35 @@ func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func
 	}
 	s.reportFailed(next.gen, err2)
 	return &recovery.Error{Server: s.name, Op: op, Class: class2, Reason: "retry on a new session failed too", Err: err2}
+}
+
+// armer makes a call's own context for doArmed.
+type armer struct {
+	s        *Supervisor
+	parent   context.Context
+	deadline time.Time // zero: no timeout
+	ctx      context.Context
+	cancel   context.CancelFunc
+	release  func()
+}
+
+func (a *armer) arm() context.Context {
+	if a.ctx == nil {
+		a.ctx, _, _, a.release = a.s.track(a.parent, nil)
+		if !a.deadline.IsZero() {
+			a.ctx, a.cancel = context.WithDeadline(a.ctx, a.deadline)
+		}
+	}
+	return a.ctx
+}
+
+func (a *armer) done() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	if a.release != nil {
+		a.release()
+	}
 }
 
 // proved tells the supervisor that a call succeeded on sess, once per

@@ -161,18 +161,19 @@ func (c *tapConn) failPending(err error) {
 // as CallTool's.
 func (s *Supervisor) CallToolRaw(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
 	var out json.RawMessage
-	err := s.do(ctx, "tools/call", s.replayable(name), func(ctx context.Context, sess *session) error {
+	err := s.doArmed(ctx, "tools/call", s.replayable(name), func(ctx context.Context, sess *session, arm func() context.Context) error {
 		if ir := sess.cs.InitializeResult(); ir != nil && ir.ProtocolVersion < "2026-07-28" {
 			var err error
 			switch {
 			case sess.tap != nil:
-				out, err = sess.tap.call(ctx, "tools/call", params)
+				out, err = sess.tap.call(arm(), "tools/call", params)
 				return err
 			case sess.httpRaw():
-				out, err = s.httpCall(ctx, sess, "tools/call", params)
+				out, err = s.httpCall(ctx, arm, sess, "tools/call", params)
 				return err
 			}
 		}
+		ctx = arm()
 		var p mcp.CallToolParamsRaw
 		if err := json.Unmarshal(params, &p); err != nil {
 			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}

@@ -48,11 +48,13 @@ func (sess *session) httpRaw() bool {
 }
 
 // httpCall sends one raw request on sess's HTTP session and returns its
-// raw result.
-func (s *Supervisor) httpCall(ctx context.Context, sess *session, method string, params json.RawMessage) (json.RawMessage, error) {
+// raw result. The request goes out under ctx; arm gives the call's own
+// context (see doArmed), which bounds everything after.
+func (s *Supervisor) httpCall(ctx context.Context, arm func() context.Context, sess *session, method string, params json.RawMessage) (json.RawMessage, error) {
 	id := fastIDPrefix + strconv.FormatUint(s.httpSeq.Add(1), 10)
 	summary := func() string { return fmt.Sprintf("calling %q", method) } // for errors only
-	resp, err := s.httpPost(ctx, sess, transport.RawRequest(id, method, params))
+	resp, err := s.httpPostArmed(ctx, arm, sess, transport.RawRequest(id, method, params))
+	ctx = arm()
 	if err != nil {
 		if ctx.Err() != nil {
 			// The request may have reached the upstream before the
@@ -103,6 +105,28 @@ func (s *Supervisor) httpPost(ctx context.Context, sess *session, body []byte) (
 	resp, err := sess.poster.Post(ctx, sess.postHeader(), body)
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
+	}
+	return resp, err
+}
+
+// armedPoster is a Poster that can send before the call's own context
+// exists (transport's raw poster; see doArmed).
+type armedPoster interface {
+	PostArmed(ctx context.Context, arm func() context.Context, header http.Header, body []byte) (*http.Response, error)
+}
+
+// httpPostArmed is httpPost under ctx until the request is sent and
+// arm's context after.
+func (s *Supervisor) httpPostArmed(ctx context.Context, arm func() context.Context, sess *session, body []byte) (*http.Response, error) {
+	ap, ok := sess.poster.(armedPoster)
+	if !ok {
+		return s.httpPost(arm(), sess, body)
+	}
+	resp, err := ap.PostArmed(ctx, arm, sess.postHeader(), body)
+	if err != nil {
+		if cctx := arm(); cctx.Err() != nil {
+			return nil, cctx.Err()
+		}
 	}
 	return resp, err
 }

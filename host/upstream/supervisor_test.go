@@ -835,3 +835,41 @@ func TestReconnectResetsBreakerCountEvenIfRetryFails(t *testing.T) {
 		t.Fatalf("after a reconnect: breaker %s with %d failures, want closed with 0", st.Breaker, st.BreakerFailures)
 	}
 }
+
+// A call longer than the server's timeout ends with a Timeout error, on
+// both call paths and both transports; the timeout counts from the call's
+// start (the raw HTTP path makes its context only once the request is
+// sent). The session stays usable.
+func TestCallTimeoutEndsSlowCall(t *testing.T) {
+	servers := map[string]func(t *testing.T) *config.Server{
+		"stdio": func(t *testing.T) *config.Server { return stdioServer("echo", echoBin) },
+		"http": func(t *testing.T) *config.Server {
+			up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
+			return httpServer("remote", up.URL)
+		},
+	}
+	for name, mk := range servers {
+		for _, cp := range callPaths {
+			t.Run(name+"/"+cp.name, func(t *testing.T) {
+				srv := mk(t)
+				srv.Timeout = time.Second
+				h := start(t, srv, nil)
+				h.waitState("ready", 1)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_, err := cp.call(ctx, h.sup, "sleep", `{"ms":60000}`)
+				var re *recovery.Error
+				if !errors.As(err, &re) || re.Class != recovery.Timeout {
+					t.Fatalf("slow call: %v, want a Timeout error", err)
+				}
+				if ctx.Err() != nil {
+					t.Fatal("the call ran until the test's own deadline")
+				}
+				res, err := cp.call(ctx, h.sup, "echo", `{"text":"after"}`)
+				if err != nil || text(t, res) != "after" {
+					t.Fatalf("call after the timeout: %v", err)
+				}
+			})
+		}
+	}
+}
