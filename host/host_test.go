@@ -1030,11 +1030,10 @@ func terminate(t *testing.T, cmd *exec.Cmd, desc []int, stderr func() string) {
 	}
 }
 
-// A fast call whose client goes away (its connection closes, no cancel
-// sent) is canceled upstream: the front watches a call's connection once
-// the call has run a little while. The second round comes after the
-// front's watcher went idle, so it must start again.
-func TestFrontCancelsCallOfVanishedClient(t *testing.T) {
+// frontEchoHost is echoHostWithLogs with the client on the front, whose
+// address it returns too, for raw requests.
+func frontEchoHost(t *testing.T) (*host.Host, *mcp.ClientSession, *testutil.Buffer, string) {
+	t.Helper()
 	var addr string
 	link := func(t *testing.T, g *gateway.Gateway) mcp.Transport {
 		tr := overFront(t, g).(*mcp.StreamableClientTransport)
@@ -1042,6 +1041,15 @@ func TestFrontCancelsCallOfVanishedClient(t *testing.T) {
 		return tr
 	}
 	h, cs, logs := echoHostWithLogs(t, link)
+	return h, cs, logs, addr
+}
+
+// A fast call whose client goes away (its connection closes, no cancel
+// sent) is canceled upstream: the front watches a call's connection once
+// the call has run a little while. The second round comes after the
+// front's watcher went idle, so it must start again.
+func TestFrontCancelsCallOfVanishedClient(t *testing.T) {
+	h, cs, logs, addr := frontEchoHost(t)
 
 	for round := 1; round <= 2; round++ {
 		before := h.Gateway().FastCalls()
@@ -1077,13 +1085,7 @@ func TestFrontCancelsCallOfVanishedClient(t *testing.T) {
 // DELETE is a 404, as the SDK answers it, even though the fast path had
 // the session cached from the earlier call.
 func TestFastPathForgetsDeletedSession(t *testing.T) {
-	var addr string
-	link := func(t *testing.T, g *gateway.Gateway) mcp.Transport {
-		tr := overFront(t, g).(*mcp.StreamableClientTransport)
-		addr = strings.TrimSuffix(strings.TrimPrefix(tr.Endpoint, "http://"), "/mcp")
-		return tr
-	}
-	h, cs, _ := echoHostWithLogs(t, link)
+	h, cs, _, addr := frontEchoHost(t)
 	sid := cs.ID()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {

@@ -25,50 +25,32 @@ func (v *validator) value(i, depth int) (int, bool) {
 	switch c := b[i]; {
 	case c == '"':
 		return v.str(i)
-	case c == '{':
+	case c == '{' || c == '[':
 		if depth++; depth > maxDepth {
 			return i, false
 		}
+		object, end := c == '{', byte(']')
+		if object {
+			end = '}'
+		}
 		i = skipSpace(b, i+1)
-		if i < len(b) && b[i] == '}' {
+		if i < len(b) && b[i] == end {
 			return i + 1, true
 		}
 		for {
-			if i >= len(b) || b[i] != '"' {
-				return i, false
-			}
 			var ok bool
-			if i, ok = v.str(i); !ok {
-				return i, false
-			}
-			if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
-				return i, false
-			}
-			if i, ok = v.value(skipSpace(b, i+1), depth); !ok {
-				return i, false
-			}
-			if i = skipSpace(b, i); i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ',':
+			if object { // a member's key and colon first
+				if i >= len(b) || b[i] != '"' {
+					return i, false
+				}
+				if i, ok = v.str(i); !ok {
+					return i, false
+				}
+				if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+					return i, false
+				}
 				i = skipSpace(b, i+1)
-			case '}':
-				return i + 1, true
-			default:
-				return i, false
 			}
-		}
-	case c == '[':
-		if depth++; depth > maxDepth {
-			return i, false
-		}
-		i = skipSpace(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			var ok bool
 			if i, ok = v.value(i, depth); !ok {
 				return i, false
 			}
@@ -78,7 +60,7 @@ func (v *validator) value(i, depth int) (int, bool) {
 			switch b[i] {
 			case ',':
 				i = skipSpace(b, i+1)
-			case ']':
+			case end:
 				return i + 1, true
 			default:
 				return i, false
