@@ -22,6 +22,7 @@ func (c *Conn) Close() error                       { return nil }
 func (c *Conn) Abort()                             {}
 func (c *Conn) WaitReadable() (bool, error)        { return true, net.ErrClosed }
 func (c *Conn) Wake()                              {}
+func (c *Conn) Unwake()                            {}
 func (c *Conn) Alive() bool                        { return false }
 func (c *Conn) Attach() (net.Conn, error)          { return nil, net.ErrClosed }
 func (c *Conn) LocalAddr() net.Addr                { return c.local }
