@@ -168,18 +168,22 @@ func (s *Supervisor) do(ctx context.Context, op string, replayable bool, fn func
 }
 
 // doArmed is do for an operation that can send its request before the
-// call's own context exists. That context — tracked for the downstream
-// client, bounded by the timeout, which counts from the call's start — is
-// made by arm on its first call, so a raw HTTP call makes it while the
-// upstream works on the request instead of before sending it. fn gets the
-// caller's ctx and arm, and must call arm before anything that could
-// block; everything else here uses the armed context.
-func (s *Supervisor) doArmed(parent context.Context, op string, replayable bool, fn func(context.Context, *session, func() context.Context) error) error {
+// call's timeout exists: the context bounded by it (the timeout counts
+// from the call's start) is made by arm on its first call, so a raw HTTP
+// call makes it — a timer, the costliest thing a call makes — while the
+// upstream works on the request instead of before sending it. The call is
+// tracked for its downstream client before anything is sent: the upstream
+// may ask that client something (roots) the moment the request arrives.
+// fn gets the tracked context and arm, and must call arm before anything
+// that could block; everything else here uses the armed context.
+func (s *Supervisor) doArmed(ctx context.Context, op string, replayable bool, fn func(context.Context, *session, func() context.Context) error) error {
+	parent, _, _, release := s.track(ctx, nil)
+	defer release()
 	var deadline time.Time
 	if s.cfg.Timeout > 0 {
 		deadline = time.Now().Add(s.cfg.Timeout)
 	}
-	a := &armer{s: s, parent: parent, deadline: deadline}
+	a := &armer{parent: parent, deadline: deadline}
 	defer a.done()
 	arm := a.arm
 
@@ -198,7 +202,7 @@ func (s *Supervisor) doArmed(parent context.Context, op string, replayable bool,
 	}
 
 	err := fn(parent, sess, arm)
-	ctx := arm()
+	ctx = arm()
 	class := s.classify(ctx, sess, err)
 	switch class {
 	case recovery.None, recovery.Application:
@@ -269,21 +273,19 @@ func (s *Supervisor) doArmed(parent context.Context, op string, replayable bool,
 	return &recovery.Error{Server: s.name, Op: op, Class: class2, Reason: "retry on a new session failed too", Err: err2}
 }
 
-// armer makes a call's own context for doArmed.
+// armer makes a call's timeout context for doArmed.
 type armer struct {
-	s        *Supervisor
 	parent   context.Context
 	deadline time.Time // zero: no timeout
 	ctx      context.Context
 	cancel   context.CancelFunc
-	release  func()
 }
 
 func (a *armer) arm() context.Context {
 	if a.ctx == nil {
-		a.ctx, _, _, a.release = a.s.track(a.parent, nil)
+		a.ctx = a.parent
 		if !a.deadline.IsZero() {
-			a.ctx, a.cancel = context.WithDeadline(a.ctx, a.deadline)
+			a.ctx, a.cancel = context.WithDeadline(a.parent, a.deadline)
 		}
 	}
 	return a.ctx
@@ -292,9 +294,6 @@ func (a *armer) arm() context.Context {
 func (a *armer) done() {
 	if a.cancel != nil {
 		a.cancel()
-	}
-	if a.release != nil {
-		a.release()
 	}
 }
 
