@@ -127,8 +127,8 @@ func (p *rawPoster) Post(ctx context.Context, header http.Header, body []byte) (
 const maxEarlyWrite = 2 << 10
 
 // PostArmed is Post for a caller whose own context for the call (its
-// timeout, its bookkeeping) can wait until the request is sent: that work
-// then overlaps the upstream's. arm returns that context, made on its
+// timeout) can wait until the request is sent: making it then overlaps
+// the upstream's work. arm returns that context, made on its
 // first call; PostArmed calls it right after writing a small request to a
 // pooled connection, before anything that could block (a dial, a large
 // write, reading the response), and everything from then on is bound to

@@ -249,7 +249,7 @@ func (s *Supervisor) doArmed(ctx context.Context, op string, replayable bool, fn
 		return s.recoveryFailed(op, class, err, werr)
 	}
 	s.logger.Debug("retrying on a new session", "op", op, "class", class, "generation", next.gen)
-	err2 := fn(parent, next, arm)
+	err2 := fn(ctx, next, arm) // armed already: a retry past the deadline is not sent
 	class2 := s.classify(ctx, next, err2)
 	switch class2 {
 	case recovery.None, recovery.Application:
