@@ -276,7 +276,8 @@ func (s *Server) watchCalls() {
 }
 
 // lookAtCalls starts watchCall for the calls that started before now -
-// watchAfter, and reports whether any call runs or started after since.
+// watchAfter, and reports whether any unwatched call runs or a call
+// started after since.
 func (s *Server) lookAtCalls(since, now int64) bool {
 	busy := false
 	s.mu.Lock()
@@ -284,8 +285,8 @@ func (s *Server) lookAtCalls(since, now int64) bool {
 	for fc := range s.conns {
 		state := fc.callState.Load()
 		start := fc.callStart.Load()
-		if start > since || state != callIdle {
-			busy = true
+		if start > since || state == callRunning {
+			busy = true // a watched call needs no more looks
 		}
 		if state == callRunning && now-start >= int64(watchAfter) && fc.callState.CompareAndSwap(callRunning, callWatched) {
 			go fc.watchCall()
