@@ -24,7 +24,7 @@ type Conn struct {
 	closing bool // Close was called: no new operations
 	closed  bool // fd is closed
 	idle    *sync.Cond
-	efd     int // eventfd for Wake, made by the first WaitReadable; -1 until then
+	efd     int // eventfd for Wake, made by the first WaitReadable or Wake; -1 until then
 
 	rdl, wdl atomic.Int64 // deadlines, unix nanoseconds; 0 for none
 }
@@ -221,16 +221,12 @@ func (c *Conn) WaitReadable() (gone bool, err error) {
 	}
 	defer c.end()
 	c.mu.Lock()
-	if c.efd < 0 {
-		c.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err != nil {
-			c.efd = -1
-			c.mu.Unlock()
-			return false, os.NewSyscallError("eventfd", err)
-		}
-	}
+	err = c.makeEventfd()
 	efd := c.efd
 	c.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
 	for {
 		fds := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN | unix.POLLRDHUP}, {Fd: int32(efd), Events: unix.POLLIN}}
 		_, err := unix.Poll(fds, -1)
@@ -254,11 +250,26 @@ func (c *Conn) WaitReadable() (gone bool, err error) {
 	}
 }
 
-// Wake interrupts a WaitReadable in progress; one that starts later is
-// not affected unless it starts before the wake-up is consumed.
+// makeEventfd makes the eventfd of WaitReadable and Wake unless it
+// exists; c.mu is held.
+func (c *Conn) makeEventfd() error {
+	if c.efd >= 0 {
+		return nil
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return os.NewSyscallError("eventfd", err)
+	}
+	c.efd = efd
+	return nil
+}
+
+// Wake interrupts a WaitReadable in progress, or the next one to start
+// before Unwake consumes the wake-up (a Wake may come before the waiter
+// has even begun).
 func (c *Conn) Wake() {
 	c.mu.Lock()
-	if c.efd >= 0 && !c.closed {
+	if !c.closed && c.makeEventfd() == nil {
 		eventfdWrite(c.efd)
 	}
 	c.mu.Unlock()

@@ -186,8 +186,16 @@ func TestWaitReadable(t *testing.T) {
 		return g, e
 	}
 
-	// Wake interrupts it.
+	// A Wake before the connection's first wait is kept for that wait:
+	// the front may end a watch before its goroutine has begun it.
+	dc.Wake()
 	g, e := wait()
+	if gone, err := <-g, <-e; gone || !errors.Is(err, ErrWoken) {
+		t.Fatalf("Wake before the first wait: gone %v, %v", gone, err)
+	}
+
+	// Wake interrupts it.
+	g, e = wait()
 	time.Sleep(20 * time.Millisecond)
 	dc.Wake()
 	if gone, err := <-g, <-e; gone || !errors.Is(err, ErrWoken) {
