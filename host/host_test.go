@@ -896,6 +896,17 @@ func testFastPathHTTPUpstream(t *testing.T, flags ...string) {
 // A tools/call POST the SDK handler would refuse is refused on the fast
 // path too: the gateway leaves it to the SDK, which answers as before.
 func TestFastPathHTTPRefusesWhatTheSDKRefuses(t *testing.T) {
+	// Both ways the gateway serves HTTP: its handler on net/http's server,
+	// and the front `mcpvisor run` listens with.
+	for _, link := range []struct {
+		name string
+		link downstreamLink
+	}{{"net/http", overHTTP}, {"front", overFront}} {
+		t.Run(link.name, func(t *testing.T) { testFastPathHTTPRefuses(t, link.link) })
+	}
+}
+
+func testFastPathHTTPRefuses(t *testing.T, link downstreamLink) {
 	src := fmt.Sprintf(`server "echo" {
   command = %q
 }
@@ -903,10 +914,8 @@ func TestFastPathHTTPRefusesWhatTheSDKRefuses(t *testing.T) {
 	h := readyHost(t, src)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv := httptest.NewServer(h.Gateway().HTTPHandler())
-	defer srv.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	ct := link(t, h.Gateway()).(*mcp.StreamableClientTransport)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -914,7 +923,7 @@ func TestFastPathHTTPRefusesWhatTheSDKRefuses(t *testing.T) {
 
 	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"raw"}}}`
 	post := func(mutate func(*http.Request)) (*http.Response, string) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ct.Endpoint, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -923,7 +932,7 @@ func TestFastPathHTTPRefusesWhatTheSDKRefuses(t *testing.T) {
 		req.Header.Set("Mcp-Session-Id", cs.ID())
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 		mutate(req)
-		resp, err := srv.Client().Do(req)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

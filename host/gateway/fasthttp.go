@@ -104,8 +104,10 @@ func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !jsonContent(r.Header.Get("Content-Type"), r.Header.Values("Accept")) || rebindingSuspect(local, r.Host) {
-		return false
+	p := &fastPost{sid: sid, contentType: r.Header.Get("Content-Type"), accept: r.Header.Values("Accept"),
+		protocolVersion: r.Header.Get("Mcp-Protocol-Version"), host: r.Host, local: local}
+	if !p.acceptable() {
+		return false // before reading a body the fast path would not take
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxFastBody+1))
 	// Whatever happens next, the SDK handler can still read the body.
@@ -115,16 +117,21 @@ func (g *Gateway) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	return g.serveFastPost(w, &fastPost{ctx: ctx, cancel: cancel, sid: sid, contentType: r.Header.Get("Content-Type"),
-		accept: r.Header.Values("Accept"), protocolVersion: r.Header.Get("Mcp-Protocol-Version"), host: r.Host, local: local, body: body})
+	p.ctx, p.cancel, p.body = ctx, cancel, body
+	return g.serveFastPost(w, p)
 }
 
-// serveFastPost answers p on the fast path and reports true, or reports
-// false having written nothing (p goes to the SDK handler).
+// acceptable reports whether the fast path may take p at all: a JSON body,
+// an answer the client accepts, and no DNS-rebinding suspicion (the SDK
+// handler refuses those, and so it answers them).
+func (p *fastPost) acceptable() bool {
+	return jsonContent(p.contentType, p.accept) && !rebindingSuspect(p.local, p.host)
+}
+
+// serveFastPost answers p, which must be acceptable, on the fast path and
+// reports true, or reports false having written nothing (p goes to the SDK
+// handler).
 func (g *Gateway) serveFastPost(w http.ResponseWriter, p *fastPost) bool {
-	if !jsonContent(p.contentType, p.accept) || rebindingSuspect(p.local, p.host) {
-		return false
-	}
 	msg, err := transport.DecodeMessage(p.body)
 	if err != nil {
 		return false

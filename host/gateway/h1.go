@@ -390,7 +390,7 @@ func (fc *frontConn) readRequest() (*frontRequest, error) {
 	buffered, _ := fc.br.Peek(fc.br.Buffered())
 	if end := bytes.Index(buffered, []byte("\r\n\r\n")); end >= 0 && end+4 <= maxHeadBytes {
 		// All here (the usual case): take it at once. Should a bare LF
-		// end the head earlier, parseHead refuses either split alike.
+		// end the head earlier, parse refuses either split alike.
 		fc.buf = append(fc.buf, buffered[:end+4]...)
 		fc.br.Discard(end + 4)
 	} else if err := fc.readHeadLines(); err != nil {
@@ -494,7 +494,7 @@ func (fc *frontConn) serveFast(req *frontRequest) (served, keep bool) {
 	fc.callStart.Store(time.Now().UnixNano())
 	fc.callState.Store(callRunning)
 	fc.s.ensureWatcher()
-	served = fc.s.g.serveFastPost(w, p)
+	served = p.acceptable() && fc.s.g.serveFastPost(w, p)
 	if !fc.callState.CompareAndSwap(callRunning, callIdle) {
 		fc.endWatch(fc.watchDone) // the watcher started watchCall
 		fc.callState.Store(callIdle)

@@ -45,23 +45,15 @@ func (req *frontRequest) get(key string) string {
 // maxContentLengthDigits keeps Content-Length within int64.
 const maxContentLengthDigits = 18
 
-// parseHead parses an HTTP/1.1 request head — the request line and header
-// lines, each ending in CRLF, and the empty line — or returns errHandoff
-// for anything outside the subset the front frames: another protocol
-// version, bare LF or stray CR, obs-fold, a header name that is not a
-// token, control characters in a value, Transfer-Encoding, Expect,
-// Upgrade, or a Content-Length that is not one plain decimal number. Inside
-// the subset the body is exactly Content-Length bytes (none without it),
-// which is how net/http frames the same bytes; FuzzParseHead checks that.
-func parseHead(head []byte) (*frontRequest, error) {
-	req := &frontRequest{}
-	if err := req.parse(head); err != nil {
-		return nil, err
-	}
-	return req, nil
-}
-
-// parse is parseHead into req, reusing its storage (a connection's
+// parse parses an HTTP/1.1 request head — the request line and header
+// lines, each ending in CRLF, and the empty line — into req, or returns
+// errHandoff for anything outside the subset the front frames: another
+// protocol version, bare LF or stray CR, obs-fold, a header name that is
+// not a token, control characters in a value, Transfer-Encoding, Expect,
+// Upgrade, or a Content-Length that is not one plain decimal number.
+// Inside the subset the body is exactly Content-Length bytes (none
+// without it), which is how net/http frames the same bytes;
+// FuzzParseHead checks that. req's storage is reused (a connection's
 // requests come one at a time, and nothing keeps a request's fields once
 // it is answered).
 func (req *frontRequest) parse(head []byte) error {

@@ -9,6 +9,15 @@ import (
 	"testing"
 )
 
+// parseHead parses head into a new request.
+func parseHead(head []byte) (*frontRequest, error) {
+	req := &frontRequest{}
+	if err := req.parse(head); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
 // headEnd returns the length of the head at the start of b (through the
 // first empty line), or -1.
 func headEnd(b []byte) int {
