@@ -1,13 +1,21 @@
-// Package host is mcpvisor as a library: it builds one supervisor per
-// server block, aggregates their tools, resources and prompts in a registry,
-// and serves the union through a gateway (an MCP server over stdio and
-// streamable HTTP). The mcpvisor binary is a thin CLI over this package.
+// Package host is mcpvisor as a library. A Host runs the MCP servers of one
+// configuration (package config): each server block gets a supervisor that
+// keeps it alive (respawn with backoff, park when the retry budget is
+// spent, revive on a half-open probe, recover expired sessions), and the
+// union of their tools, resources and prompts is served as one MCP server,
+// under namespaced names, over stdio (ServeStdio) and streamable HTTP
+// (Handler, Serve). The mcpvisor binary is a thin CLI over this package.
 //
-//	cfg, err := config.Load("config.hcl")
+//	cfg, err := config.Load("config.hcl")      // or build a *config.Config in Go
 //	h, err := host.New(cfg, host.WithLogger(logger))
 //	err = h.Start(ctx)
 //	defer h.Close(context.Background())
 //	res, err := h.CallTool(ctx, "echo__echo", map[string]any{"text": "hi"})
+//	err = h.Serve(ctx, listener)               // or h.ServeStdio(ctx)
+//
+// Errors of calls are *recovery.Error values (package recovery) where
+// supervision or recovery decided the outcome, and the upstream's own
+// *jsonrpc.Error where the server answered with one.
 package host
 
 import (
@@ -15,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -24,11 +33,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
-	"github.com/mcpvisor/mcpvisor/host/gateway"
-	"github.com/mcpvisor/mcpvisor/host/plugin"
-	"github.com/mcpvisor/mcpvisor/host/registry"
-	"github.com/mcpvisor/mcpvisor/host/transport"
-	"github.com/mcpvisor/mcpvisor/host/upstream"
+	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
+	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
+	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
 // Version is mcpvisor's version, reported to upstreams and downstreams.
@@ -39,31 +48,6 @@ var ErrUnknownServer = errors.New("unknown server")
 
 // ErrUnknownTool is wrapped by errors naming a tool the registry does not expose.
 var ErrUnknownTool = errors.New("unknown tool")
-
-// Option configures a Host.
-type Option func(*options)
-
-type options struct {
-	logger   hclog.Logger
-	plugin   transport.PluginDialerFunc
-	onStatus func(upstream.Status)
-}
-
-// WithLogger sets the host's logger. Default: a null logger.
-func WithLogger(l hclog.Logger) Option { return func(o *options) { o.logger = l } }
-
-// WithPluginDialer replaces how plugin server blocks are launched. The
-// default is plugin.NewDialer (HashiCorp go-plugin binaries).
-func WithPluginDialer(f transport.PluginDialerFunc) Option {
-	return func(o *options) { o.plugin = f }
-}
-
-// WithStatusHandler registers a function called on every server state
-// change (starting, ready, reconnecting, parked, stopped). It runs on the
-// supervisor's goroutine and must not block.
-func WithStatusHandler(f func(upstream.Status)) Option {
-	return func(o *options) { o.onStatus = f }
-}
 
 // Host runs the upstream servers of one Config and serves their union.
 type Host struct {
@@ -83,6 +67,9 @@ type Host struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	handlerOnce sync.Once
+	handler     http.Handler
 }
 
 // serverSet is an immutable snapshot of the running supervisors.
@@ -100,7 +87,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{logger: hclog.NewNullLogger(), plugin: plugin.NewDialer}
+	o := options{logger: hclog.NewNullLogger()}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -116,12 +103,11 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	sink := &gatewaySink{}
 	h.registry = registry.New(o.logger.Named("registry"), sep, specs, sink)
 	h.gateway = gateway.New(gateway.Options{
-		Name:        "mcpvisor",
-		Version:     Version,
-		Logger:      o.logger.Named("gateway"),
-		Registry:    h.registry,
-		Backend:     backend{h},
-		BearerToken: cfg.Host.BearerToken,
+		Name:     "mcpvisor",
+		Version:  Version,
+		Logger:   o.logger.Named("gateway"),
+		Registry: h.registry,
+		Backend:  backend{h},
 	})
 	sink.g = h.gateway
 
@@ -140,8 +126,9 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 
 func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 	d, err := transport.NewDialer(srv, transport.Options{
-		Logger: h.logger.Named("server").With("server", srv.Name),
-		Plugin: h.opts.plugin,
+		Logger:     h.logger.Named("server").With("server", srv.Name),
+		HTTPClient: h.opts.httpClient,
+		Plugin:     plugin.NewDialer,
 	})
 	if err != nil {
 		return nil, err
@@ -150,8 +137,8 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 		Logger:     h.logger,
 		Dialer:     d,
 		ClientInfo: &mcp.Implementation{Name: "mcpvisor", Version: Version},
-		OnCatalog:  h.onCatalog,
-		OnStatus:   h.opts.onStatus,
+		OnCatalog:  h.registry.Update,
+		OnStatus:   h.onStatus,
 		OnLog: func(_ string, msg *mcp.LoggingMessageParams) {
 			h.gateway.BroadcastLog(context.Background(), msg)
 		},
@@ -173,14 +160,10 @@ func specsOf(cfg *config.Config) []registry.ServerSpec {
 	return specs
 }
 
-func (h *Host) onCatalog(server string, cat *upstream.Catalog) {
-	if cat == nil {
-		h.registry.Update(server, nil)
-		return
+func (h *Host) onStatus(st upstream.Status) {
+	if h.opts.onStatus != nil {
+		h.opts.onStatus(serverStatus(st))
 	}
-	h.registry.Update(server, &registry.Catalog{
-		Tools: cat.Tools, Resources: cat.Resources, Templates: cat.Templates, Prompts: cat.Prompts,
-	})
 }
 
 // Start launches every supervisor in parallel and returns at once; servers
@@ -215,14 +198,15 @@ func (h *Host) WaitSettled(ctx context.Context) error {
 	return nil
 }
 
-// Close stops every server (process groups terminated) and returns when
-// all are down or ctx ends.
+// Close ends every downstream session, stops every server (process groups
+// terminated) and returns when all are down or ctx ends.
 func (h *Host) Close(ctx context.Context) error {
 	h.closeOnce.Do(func() {
 		h.mu.Lock()
 		h.closed = true
 		set := h.servers.Load()
 		h.mu.Unlock()
+		h.gateway.CloseSessions()
 		h.closeErr = stopAll(ctx, set.sups, set.order)
 	})
 	return h.closeErr
@@ -243,33 +227,41 @@ func stopAll(ctx context.Context, sups map[string]*upstream.Supervisor, names []
 	return errors.Join(errs...)
 }
 
-// Gateway returns the downstream MCP server, to serve over stdio or HTTP.
-func (h *Host) Gateway() *gateway.Gateway { return h.gateway }
-
-// Registry returns the registry of exposed tools, resources and prompts.
-func (h *Host) Registry() *registry.Registry { return h.registry }
-
 // Config returns the configuration the host runs (the latest reloaded one).
 func (h *Host) Config() *config.Config { return h.servers.Load().cfg }
 
-// Supervisor returns the supervisor of a server block.
-func (h *Host) Supervisor(name string) (*upstream.Supervisor, bool) {
-	s, ok := h.servers.Load().sups[name]
-	return s, ok
-}
-
 // Status returns every server's status, in config order.
-func (h *Host) Status() []upstream.Status {
+func (h *Host) Status() []ServerStatus {
 	set := h.servers.Load()
-	out := make([]upstream.Status, 0, len(set.order))
+	out := make([]ServerStatus, 0, len(set.order))
 	for _, name := range set.order {
-		out = append(out, set.sups[name].Status())
+		out = append(out, serverStatus(set.sups[name].Status()))
 	}
 	return out
 }
 
+// Revive asks the named server to try connecting now: a parked server
+// starts again with a fresh retry budget, and one waiting out its reconnect
+// backoff skips the rest of the wait. It returns at once; Status shows the
+// outcome. An unknown name is an error wrapping ErrUnknownServer.
+func (h *Host) Revive(name string) error {
+	s, err := h.sup(name)
+	if err != nil {
+		return err
+	}
+	s.Revive()
+	return nil
+}
+
 // Tools returns the exposed tools, sorted by exposed name.
-func (h *Host) Tools() []registry.ToolEntry { return h.registry.Tools() }
+func (h *Host) Tools() []Tool {
+	entries := h.registry.Tools()
+	out := make([]Tool, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, Tool{Tool: e.Tool, Server: e.Server, Original: e.Original})
+	}
+	return out
+}
 
 // CallTool calls an exposed tool (e.g. "echo__echo") with args, which may be
 // nil, a json.RawMessage, or any value that marshals to a JSON object. The
@@ -299,7 +291,7 @@ func (h *Host) backendCall(ctx context.Context, server string, p *mcp.CallToolPa
 	if err != nil {
 		return nil, err
 	}
-	return s.CallTool(ctx, p)
+	return s.CallTool(ctx, nil, p)
 }
 
 func (h *Host) sup(name string) (*upstream.Supervisor, error) {
@@ -320,55 +312,44 @@ func (s *gatewaySink) Apply(ch registry.Changes) { s.g.Apply(ch) }
 // server's supervisor.
 type backend struct{ h *Host }
 
-// down marks ctx with the downstream session the gateway found, so the
-// supervisor can route progress, logs, sampling and elicitation back to it.
-func down(ctx context.Context) context.Context {
-	if ss := gateway.Session(ctx); ss != nil {
-		return upstream.WithDownstream(ctx, ss)
-	}
-	return ctx
-}
-
-func (b backend) CallTool(ctx context.Context, server, tool string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
-	return b.h.backendCall(down(ctx), server, p)
-}
-
-// CallToolRaw forwards a tools/call without decoding it (the gateway's
-// fast paths, stdio and HTTP).
-func (b backend) CallToolRaw(ctx context.Context, server, tool string, params json.RawMessage, d gateway.Downstream, early func(json.RawMessage)) (json.RawMessage, error) {
+func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
 	}
-	var ud upstream.Downstream
-	if d != nil {
-		ud = d
-	}
-	return s.CallToolRaw(upstream.WithCall(ctx, ud, early), tool, params)
+	return s.CallTool(ctx, d, p)
 }
 
-func (b backend) ReadResource(ctx context.Context, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error) {
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
 	}
-	return s.ReadResource(down(ctx), p)
+	return s.Forward(ctx, d, tool, params)
 }
 
-func (b backend) GetPrompt(ctx context.Context, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
 	}
-	return s.GetPrompt(down(ctx), p)
+	return s.ReadResource(ctx, d, p)
 }
 
-func (b backend) Complete(ctx context.Context, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+func (b backend) GetPrompt(ctx context.Context, d upstream.Downstream, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
 	}
-	return s.Complete(down(ctx), p)
+	return s.GetPrompt(ctx, d, p)
+}
+
+func (b backend) Complete(ctx context.Context, d upstream.Downstream, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	s, err := b.h.sup(server)
+	if err != nil {
+		return nil, err
+	}
+	return s.Complete(ctx, d, p)
 }
 
 func (b backend) Subscribe(ctx context.Context, server string, p *mcp.SubscribeParams) error {

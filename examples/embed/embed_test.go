@@ -21,7 +21,7 @@ func TestEmbedExampleRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go run ./examples/embed: %v\n%s", err, out)
 	}
-	for _, want := range []string{"result: hello from an embedding program", "status: echo ready", "is stopped"} {
+	for _, want := range []string{"result: hello from an embedding program", "http result: hello over HTTP", "status: echo ready", "is stopped"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

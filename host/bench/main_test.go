@@ -32,7 +32,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
-	"github.com/mcpvisor/mcpvisor/host/upstream"
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
 // bins holds the binaries built by TestMain: "echo", "mcpvisor" and

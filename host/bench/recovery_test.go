@@ -40,7 +40,7 @@ func BenchmarkKillToNextCall(b *testing.B) {
   command = %q
 }
 `, bins["echo"]))
-	sup, _ := h.Supervisor("echo")
+	sup := echoStatus{h}
 	mustCall(b, h)
 
 	var kill, start []time.Duration
@@ -129,7 +129,7 @@ func BenchmarkExpiredSessionCall(b *testing.B) {
   url = %q
 }
 `, up.URL))
-	sup, _ := h.Supervisor("echo")
+	sup := echoStatus{h}
 	hc := httpClient(b)
 	mustCall(b, h)
 
@@ -195,4 +195,16 @@ func mustCall(b *testing.B, h *host.Host) {
 	if res.IsError {
 		b.Fatalf("tool error: %v", res.Content)
 	}
+}
+
+// echoStatus reads the echo server's status from a host.
+type echoStatus struct{ h *host.Host }
+
+func (e echoStatus) Status() host.ServerStatus {
+	for _, st := range e.h.Status() {
+		if st.Name == "echo" {
+			return st
+		}
+	}
+	return host.ServerStatus{}
 }

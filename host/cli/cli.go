@@ -4,9 +4,7 @@ package cli
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,8 +22,6 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
-	"github.com/mcpvisor/mcpvisor/host/gateway"
-	"github.com/mcpvisor/mcpvisor/host/upstream"
 )
 
 // Exit codes (DESIGN.md §11).
@@ -205,22 +201,26 @@ func runCmd(args []string, stdio IO) int {
 	}
 	settleCancel()
 
-	errc := make(chan error, 2)
-	var srv *gateway.Server
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	errc := make(chan error, 1)
+	httpDone := make(chan struct{})
 	if ln != nil {
-		srv = h.Gateway().NewServer(httpMux(h, cfg), 10*time.Second)
+		logger.Info("serving streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
 		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("http server: %w", err)
+			defer close(httpDone)
+			if err := h.Serve(serveCtx, ln); err != nil {
+				errc <- err
 			}
 		}()
-		logger.Info("serving streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
+	} else {
+		close(httpDone)
 	}
 	stdioDone := make(chan struct{})
 	if *stdioMode {
 		go func() {
 			defer close(stdioDone)
-			if err := h.Gateway().ServeStdio(ctx); err != nil && ctx.Err() == nil {
+			if err := h.ServeStdio(serveCtx); err != nil && serveCtx.Err() == nil {
 				logger.Debug("stdio session ended", "error", err)
 			}
 		}()
@@ -247,11 +247,10 @@ wait:
 	}
 	stop()
 
+	stopServing()
+	<-httpDone
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if srv != nil {
-		srv.Shutdown(sctx)
-	}
 	if err := h.Close(sctx); err != nil {
 		logger.Error("shutdown incomplete", "error", err)
 		code = ExitRuntime
@@ -278,45 +277,6 @@ func reload(ctx context.Context, h *host.Host, path string, logger hclog.Logger)
 	if res.HostChanged {
 		logger.Warn("the host block changed; listen, auth and logging apply after a restart")
 	}
-}
-
-// httpMux serves /mcp (the gateway), /status (JSON server states) and
-// /healthz.
-func httpMux(h *host.Host, cfg *config.Config) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", h.Gateway().HTTPHandler())
-	status := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(statusDoc{Version: host.Version, Servers: h.Status()})
-	})
-	mux.Handle("/status", requireToken(cfg.Host.BearerToken, status))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "ok\n")
-	})
-	return mux
-}
-
-type statusDoc struct {
-	Version string            `json:"version"`
-	Servers []upstream.Status `json:"servers"`
-}
-
-func requireToken(token string, next http.Handler) http.Handler {
-	if token == "" {
-		return next
-	}
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpvisor"`)
-			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // startOneShot starts a host for a one-shot command and waits for its
@@ -470,7 +430,7 @@ func statusCmd(args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor status: %s answered %s\n", a, resp.Status)
 		return ExitRuntime
 	}
-	var doc statusDoc
+	var doc host.StatusReport
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor status: unreadable answer from %s: %v\n", a, err)
 		return ExitRuntime

@@ -1,0 +1,262 @@
+package gateway
+
+/*
+Design note: forwarding tools/call on stdio.
+
+The go-sdk server decodes every request into typed params, runs it through
+its middleware and handler queue, and encodes the typed result again. For a
+proxy that is pure overhead on the hottest path, so on a stdio downstream
+the gateway reads tools/call requests off the connection before the SDK
+server does and hands their params to the Backend's Forward as bytes; the
+upstream's result goes back to the client as bytes too. Everything else —
+initialize, lists, notifications, calls with a progress token, clients on
+2026-07-28 (whose results the SDK server shapes) — goes to the SDK server as
+before. Both paths run the same registry lookup and reach the same
+supervisor; only the envelope handling differs.
+*/
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
+)
+
+// resultWriter is a connection that can write a response around a result
+// that is already JSON without re-encoding it (wire's line connection).
+type resultWriter interface {
+	WriteRawResult(id jsonrpc.ID, result json.RawMessage) error
+}
+
+// forwardingTransport wraps a downstream stdio transport so that tools/call
+// requests skip the SDK server.
+type forwardingTransport struct {
+	mcp.Transport
+	g *Gateway
+	// ss is the SDK session serving this connection, set once Connect
+	// has returned; until then every request goes to the SDK.
+	ss atomic.Pointer[mcp.ServerSession]
+}
+
+func (t *forwardingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &forwardingConn{Connection: c, t: t, calls: map[string]context.CancelFunc{}}, nil
+}
+
+// forwardingConn reads the downstream connection for the SDK server and
+// takes the tools/call requests it can forward out of the stream, running
+// each on a goroutine of its own.
+type forwardingConn struct {
+	mcp.Connection
+	t *forwardingTransport
+
+	mu     sync.Mutex
+	calls  map[string]context.CancelFunc // forwarded calls in flight, by request id
+	closed bool                          // no call starts after Close
+	wg     sync.WaitGroup
+}
+
+type cancelParams struct {
+	RequestID any `json:"requestId"`
+}
+
+// Read returns the next message that is not a forwarded call.
+func (c *forwardingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok {
+			return msg, nil
+		}
+		switch {
+		case !req.IsCall() && req.Method == "notifications/cancelled":
+			c.cancel(req.Params) // the SDK session sees it too
+		case req.Method == "tools/call":
+			if c.forward(req) {
+				continue
+			}
+		}
+		return msg, nil
+	}
+}
+
+// forward starts req on the forwarding path and reports true, or reports
+// false to leave req to the SDK server.
+func (c *forwardingConn) forward(req *jsonrpc.Request) bool {
+	ss := c.t.ss.Load()
+	if ss == nil {
+		return false
+	}
+	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion >= statelessProtocolVersion {
+		return false
+	}
+	target, ok := c.t.g.forwardTarget(req.Params)
+	if !ok {
+		return false
+	}
+	key := idKey(req.ID)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cancel()
+		return true // the connection is gone: nobody to answer
+	}
+	c.calls[key] = cancel
+	c.wg.Add(1)
+	c.mu.Unlock()
+	c.t.g.forwarded.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.calls, key)
+			c.mu.Unlock()
+			cancel()
+		}()
+		c.run(ctx, ss, req.ID, target)
+	}()
+	return true
+}
+
+// run makes one forwarded call and answers it.
+func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id jsonrpc.ID, target callTarget) {
+	res, err := c.t.g.backend.Forward(ctx, ss, target.server, target.tool, target.params)
+	if err == nil {
+		if w, ok := c.Connection.(resultWriter); ok {
+			err = w.WriteRawResult(id, res)
+		} else {
+			err = c.Connection.Write(context.Background(), &jsonrpc.Response{ID: id, Result: res})
+		}
+		if err != nil {
+			c.t.g.logger.Debug("writing a tools/call response failed", "error", err)
+		}
+		return
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return // the client canceled: no response, as the SDK does
+	}
+	resp := &jsonrpc.Response{ID: id, Error: wireError(err)}
+	if werr := c.Connection.Write(context.Background(), resp); werr != nil {
+		c.t.g.logger.Debug("writing a tools/call response failed", "error", werr)
+	}
+}
+
+// callTarget is a tools/call the gateway forwards: the route, and the
+// params to send upstream (naming the original tool).
+type callTarget struct {
+	server, tool string
+	params       json.RawMessage
+}
+
+// forwardTarget decides whether a tools/call with params can be forwarded:
+// its tool is known and it carries no progress token (progress is
+// forwarded by the SDK path). Params are valid JSON (the connection decoded
+// them); one walk of their top level finds the name, and everything else
+// passes on as it came.
+func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
+	nameAt, metaAt := [2]int{-1, -1}, [2]int{-1, -1}
+	if !wire.Members(params, func(key []byte, start, end int) bool {
+		switch string(key) {
+		case "name":
+			nameAt = [2]int{start, end}
+		case "_meta":
+			metaAt = [2]int{start, end}
+		}
+		return true
+	}) {
+		return callTarget{}, false
+	}
+	if nameAt[0] < 0 || params[nameAt[0]] != '"' {
+		return callTarget{}, false
+	}
+	name := wire.Unquote(params[nameAt[0]:nameAt[1]])
+	if metaAt[0] >= 0 {
+		meta := params[metaAt[0]:metaAt[1]]
+		progress := false
+		if string(meta) != "null" && !wire.Members(meta, func(key []byte, _, _ int) bool {
+			progress = progress || string(key) == "progressToken"
+			return !progress
+		}) {
+			return callTarget{}, false
+		}
+		if progress {
+			return callTarget{}, false
+		}
+	}
+	e, ok := g.registry.LookupTool(name)
+	if !ok {
+		return callTarget{}, false
+	}
+	if e.Original != name {
+		// Splice the original name in place of the exposed one.
+		q := wire.Quote(e.Original)
+		p := make(json.RawMessage, 0, len(params)-(nameAt[1]-nameAt[0])+len(q))
+		p = append(p, params[:nameAt[0]]...)
+		p = append(p, q...)
+		params = append(p, params[nameAt[1]:]...)
+	}
+	return callTarget{server: e.Server, tool: e.Original, params: params}, true
+}
+
+// wireError is the JSON-RPC error a forwarded call answers err with: an
+// upstream's own JSON-RPC error unchanged, anything else as the SDK server
+// writes a handler's error.
+func wireError(err error) *jsonrpc.Error {
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		return wire
+	}
+	return &jsonrpc.Error{Message: err.Error()}
+}
+
+// cancel ends the forwarded call a notifications/cancelled names, if any.
+func (c *forwardingConn) cancel(raw json.RawMessage) {
+	var p cancelParams
+	if json.Unmarshal(raw, &p) != nil || p.RequestID == nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	cancel := c.calls[idKey(id)]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// Close closes the connection, cancels the forwarded calls still running
+// and waits for them.
+func (c *forwardingConn) Close() error {
+	err := c.Connection.Close()
+	c.mu.Lock()
+	c.closed = true
+	for _, cancel := range c.calls {
+		cancel()
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+	return err
+}
+
+func idKey(id jsonrpc.ID) string {
+	return string(wire.AppendID(nil, id))
+}
+
+// Forwarded is how many tools/call requests skipped the SDK server.
+func (g *Gateway) Forwarded() uint64 { return g.forwarded.Load() }

@@ -1,0 +1,378 @@
+// Package gateway is mcpvisor's downstream side: one MCP server that exposes
+// the registry's union of upstream tools, prompts, resources and templates,
+// served over stdio and streamable HTTP.
+//
+// Design note. The registry pushes net changes into the gateway (Apply),
+// which registers one handler per exposed item on the go-sdk server. Each
+// handler is a closure that captured its upstream server and original name
+// when it was registered, so the tools/call path does no registry lookup,
+// takes no lock of ours and re-encodes nothing: it copies the raw params,
+// puts the original name back and hands them to the Backend, together with
+// the downstream session the request came from (what the upstream sends
+// back during the request goes there). Results and errors come back
+// untouched, so a *jsonrpc.Error from an upstream keeps its code, message
+// and data. Only requests that name something the go-sdk server does not
+// route itself (completion references, subscriptions) go through the
+// registry's lock-free lookups. On stdio, tools/call skips the SDK server
+// altogether (forward.go).
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
+)
+
+// Backend is how the gateway reaches upstream servers. The host implements
+// it by routing to each server's supervisor, which adds supervision and
+// recovery. Every method names the server block that owns the item; d is
+// the downstream client the request came from (what the upstream sends
+// back during the request — progress, logs, sampling, elicitation, roots —
+// goes to it).
+type Backend interface {
+	// CallTool calls a tool; params.Name is already the original tool name.
+	CallTool(ctx context.Context, d upstream.Downstream, server string, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error)
+	// Forward calls a tool with params as JSON, which already name the
+	// original tool, and returns the upstream's result as JSON.
+	Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error)
+	// ReadResource reads a resource; URIs are never renamed.
+	ReadResource(ctx context.Context, d upstream.Downstream, server string, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error)
+	// GetPrompt gets a prompt; params.Name is already the original name.
+	GetPrompt(ctx context.Context, d upstream.Downstream, server string, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error)
+	// Complete asks for completions; a prompt reference already carries
+	// the original prompt name.
+	Complete(ctx context.Context, d upstream.Downstream, server string, params *mcp.CompleteParams) (*mcp.CompleteResult, error)
+	// Subscribe subscribes to updates of a resource.
+	Subscribe(ctx context.Context, server string, params *mcp.SubscribeParams) error
+	// Unsubscribe ends a subscription made with Subscribe.
+	Unsubscribe(ctx context.Context, server string, params *mcp.UnsubscribeParams) error
+}
+
+// Options configures a Gateway.
+type Options struct {
+	// Name and Version are the server implementation info reported to
+	// downstream clients ("mcpvisor", the host's version).
+	Name, Version string
+
+	// Logger receives the gateway's logs and the go-sdk server's. Nil
+	// means no logging.
+	Logger hclog.Logger
+
+	// Registry routes completion references and subscriptions by exposed
+	// prompt name or URI, and tools/call on stdio by exposed tool name.
+	// Nil means completion and subscriptions fail with a clear error and
+	// every call goes through the go-sdk server.
+	Registry *registry.Registry
+
+	// Backend reaches the upstream servers. Required.
+	Backend Backend
+
+	// SessionTimeout closes an HTTP session that has seen no request for
+	// this long; zero keeps idle sessions until the client deletes them.
+	SessionTimeout time.Duration
+}
+
+// Gateway is the downstream MCP server. It implements registry.Sink.
+type Gateway struct {
+	opts     Options
+	logger   hclog.Logger
+	server   *mcp.Server
+	backend  Backend
+	registry *registry.Registry
+
+	httpOnce    sync.Once
+	httpHandler http.Handler
+
+	// subMu guards subs and serialises the upstream subscribe and
+	// unsubscribe calls, so a URI is subscribed upstream exactly once while
+	// any downstream session wants it.
+	subMu sync.Mutex
+	subs  map[string]map[*mcp.ServerSession]bool
+
+	forwarded atomic.Uint64 // tools/call requests that skipped the SDK server
+}
+
+// unsubscribeTimeout bounds the upstream unsubscribe made on behalf of a
+// downstream whose own request context has already ended.
+const unsubscribeTimeout = 10 * time.Second
+
+// New creates the gateway and its go-sdk server. The server advertises
+// tools, prompts and resources with listChanged (resources also with
+// subscribe), completions and logging from the start, even with nothing
+// registered yet: upstreams connect after downstream clients do, and a
+// client only listens for list changes the server advertised.
+func New(opts Options) *Gateway {
+	if opts.Backend == nil {
+		panic("gateway: nil Backend")
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Name == "" {
+		opts.Name = "mcpvisor"
+	}
+	g := &Gateway{
+		opts:     opts,
+		logger:   opts.Logger,
+		backend:  opts.Backend,
+		registry: opts.Registry,
+		subs:     map[string]map[*mcp.ServerSession]bool{},
+	}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+		Logger: newSlogLogger(opts.Logger.Named("mcp")),
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Completions: &mcp.CompletionCapabilities{},
+			Logging:     &mcp.LoggingCapabilities{},
+		},
+		CompletionHandler:  g.complete,
+		SubscribeHandler:   g.subscribe,
+		UnsubscribeHandler: g.unsubscribe,
+	})
+	return g
+}
+
+// Server returns the go-sdk server, for callers that serve it themselves.
+func (g *Gateway) Server() *mcp.Server { return g.server }
+
+// ServeStdio serves one client over stdin/stdout until ctx is done or stdin
+// reaches EOF.
+func (g *Gateway) ServeStdio(ctx context.Context) error {
+	return g.ServeTransport(ctx, wire.StdioTransport())
+}
+
+// ServeTransport serves one client over t until ctx is done or the client
+// goes away. With a registry, tools/call skips the SDK server (forward.go).
+func (g *Gateway) ServeTransport(ctx context.Context, t mcp.Transport) error {
+	if g.registry == nil {
+		return g.server.Run(ctx, t)
+	}
+	ft := &forwardingTransport{Transport: t, g: g}
+	ss, err := g.server.Connect(ctx, ft, nil)
+	if err != nil {
+		return err
+	}
+	ft.ss.Store(ss)
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case <-ctx.Done():
+		ss.Close()
+		<-done
+		return ctx.Err()
+	case err := <-done:
+		return err
+	}
+}
+
+// NotifyResourceUpdated tells every downstream session subscribed to uri
+// that the resource changed.
+func (g *Gateway) NotifyResourceUpdated(ctx context.Context, uri string) error {
+	return g.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+}
+
+// Apply registers and removes items on the server as the registry
+// changes; the go-sdk server debounces the changes into list_changed
+// notifications for connected clients. An item the go-sdk server rejects
+// (a tool whose input schema is not an object, an unparsable URI) is logged
+// and left out, and any older definition under its name is withdrawn: one
+// bad upstream must never crash the host.
+func (g *Gateway) Apply(ch registry.Changes) {
+	if len(ch.RemoveTools) > 0 {
+		g.server.RemoveTools(ch.RemoveTools...)
+	}
+	if len(ch.RemovePrompts) > 0 {
+		g.server.RemovePrompts(ch.RemovePrompts...)
+	}
+	if len(ch.RemoveResources) > 0 {
+		g.server.RemoveResources(ch.RemoveResources...)
+	}
+	if len(ch.RemoveTemplates) > 0 {
+		g.server.RemoveResourceTemplates(ch.RemoveTemplates...)
+	}
+	for _, e := range ch.AddTools {
+		g.guard("tool", e.Tool.Name, e.Server, func() {
+			g.server.AddTool(e.Tool, g.toolHandler(e.Server, e.Original))
+		}, func() { g.server.RemoveTools(e.Tool.Name) })
+	}
+	for _, e := range ch.AddPrompts {
+		g.guard("prompt", e.Prompt.Name, e.Server, func() {
+			g.server.AddPrompt(e.Prompt, g.promptHandler(e.Server, e.Original))
+		}, func() { g.server.RemovePrompts(e.Prompt.Name) })
+	}
+	for _, e := range ch.AddResources {
+		g.guard("resource", e.Resource.URI, e.Server, func() {
+			g.server.AddResource(e.Resource, g.resourceHandler(e.Server))
+		}, func() { g.server.RemoveResources(e.Resource.URI) })
+	}
+	for _, e := range ch.AddTemplates {
+		g.guard("resource template", e.Template.URITemplate, e.Server, func() {
+			g.server.AddResourceTemplate(e.Template, g.resourceHandler(e.Server))
+		}, func() { g.server.RemoveResourceTemplates(e.Template.URITemplate) })
+	}
+}
+
+// guard runs add, turning a panic from the go-sdk server's validation into
+// a logged error and the withdrawal of the item's older definition.
+func (g *Gateway) guard(kind, name, server string, add, withdraw func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			g.logger.Error("upstream item rejected, not exposed", "kind", kind, "name", name, "server", server, "error", p)
+			withdraw()
+		}
+	}()
+	add()
+}
+
+// toolHandler forwards a call to the tool's server under its original
+// name. The result and any error pass through unchanged.
+func (g *Gateway) toolHandler(server, original string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		p := *req.Params
+		p.Name = original
+		return g.backend.CallTool(ctx, downstream(req.Session), server, &p)
+	}
+}
+
+func (g *Gateway) promptHandler(server, original string) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		p := *req.Params
+		p.Name = original
+		return g.backend.GetPrompt(ctx, downstream(req.Session), server, &p)
+	}
+}
+
+func (g *Gateway) resourceHandler(server string) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return g.backend.ReadResource(ctx, downstream(req.Session), server, req.Params)
+	}
+}
+
+// complete routes a completion request: a prompt reference by exposed
+// prompt name (rewritten to the original), a resource reference by URI
+// template.
+func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	p := *req.Params
+	if p.Ref == nil {
+		return nil, invalidParams("completion request has no ref")
+	}
+	ref := *p.Ref
+	p.Ref = &ref
+	switch ref.Type {
+	case "ref/prompt":
+		e, ok := g.lookupPrompt(ref.Name)
+		if !ok {
+			return nil, invalidParams("unknown prompt %q", ref.Name)
+		}
+		ref.Name = e.Original
+		return g.backend.Complete(ctx, downstream(req.Session), e.Server, &p)
+	case "ref/resource":
+		server, ok := g.lookupResource(ref.URI)
+		if !ok {
+			return nil, invalidParams("unknown resource %q", ref.URI)
+		}
+		return g.backend.Complete(ctx, downstream(req.Session), server, &p)
+	default:
+		return nil, invalidParams("unknown completion reference type %q", ref.Type)
+	}
+}
+
+// subscribe forwards the first downstream subscription to a URI to the
+// resource's server; later subscribers share it. Without that sharing, one
+// client unsubscribing would silence the updates another still wants.
+func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	server, ok := g.lookupResource(uri)
+	if !ok {
+		return invalidParams("unknown resource %q", uri)
+	}
+	g.subMu.Lock()
+	defer g.subMu.Unlock()
+	subs := g.liveSubscribers(uri)
+	if len(subs) == 0 {
+		if err := g.backend.Subscribe(ctx, server, req.Params); err != nil {
+			return err
+		}
+	}
+	subs[req.Session] = true
+	g.subs[uri] = subs
+	return nil
+}
+
+// unsubscribe forwards to the resource's server when the last downstream
+// subscriber of the URI leaves. When no server offers the URI any more
+// there is nothing upstream to undo, so it succeeds and the go-sdk server
+// drops the downstream subscription.
+func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	uri := req.Params.URI
+	g.subMu.Lock()
+	defer g.subMu.Unlock()
+	subs := g.liveSubscribers(uri)
+	delete(subs, req.Session)
+	if len(subs) > 0 {
+		return nil
+	}
+	delete(g.subs, uri)
+	server, ok := g.lookupResource(uri)
+	if !ok {
+		g.logger.Debug("unsubscribe from a resource no server offers", "uri", uri)
+		return nil
+	}
+	// A 2026-07-28 client unsubscribes by ending its listen stream, so ctx
+	// is already canceled here; the upstream must still hear about it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unsubscribeTimeout)
+	defer cancel()
+	return g.backend.Unsubscribe(ctx, server, req.Params)
+}
+
+// liveSubscribers returns the sessions subscribed to uri, dropping those
+// that have disconnected (the go-sdk server forgets their subscriptions
+// without calling the unsubscribe handler). g.subMu must be held.
+func (g *Gateway) liveSubscribers(uri string) map[*mcp.ServerSession]bool {
+	subs := g.subs[uri]
+	if subs == nil {
+		return map[*mcp.ServerSession]bool{}
+	}
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range g.server.Sessions() {
+		live[ss] = true
+	}
+	for ss := range subs {
+		if !live[ss] {
+			delete(subs, ss)
+		}
+	}
+	return subs
+}
+
+func (g *Gateway) lookupPrompt(name string) (registry.PromptEntry, bool) {
+	if g.registry == nil {
+		return registry.PromptEntry{}, false
+	}
+	return g.registry.LookupPrompt(name)
+}
+
+func (g *Gateway) lookupResource(uri string) (string, bool) {
+	if g.registry == nil {
+		return "", false
+	}
+	return g.registry.LookupResource(uri)
+}
+
+func invalidParams(format string, args ...any) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,40 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// statelessProtocolVersion is the first MCP protocol version without
+// sessions (SEP-2575). Requests that declare it or a later one in the
+// Mcp-Protocol-Version header are served statelessly; older clients get the
+// session-based transport.
+const statelessProtocolVersion = "2026-07-28"
+
+// HTTPHandler returns the handler for streamable HTTP (served at /mcp by
+// the host, behind its ingress checks). It is the go-sdk's handler: it
+// bounds request bodies, checks Content-Type, Accept and the protocol
+// version header, rejects a non-loopback Host header on a loopback listener
+// (DNS rebinding) and answers an unknown session id with 404. Clients
+// speaking 2026-07-28 or later are served statelessly, older ones with
+// sessions; a session idle for Options.SessionTimeout is closed.
+func (g *Gateway) HTTPHandler() http.Handler {
+	g.httpOnce.Do(func() {
+		getServer := func(*http.Request) *mcp.Server { return g.server }
+		logger := newSlogLogger(g.logger.Named("http"))
+		stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+			Logger:         logger,
+			SessionTimeout: g.opts.SessionTimeout,
+		})
+		stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: logger, Stateless: true})
+		g.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessProtocolVersion {
+				stateless.ServeHTTP(w, r)
+				return
+			}
+			stateful.ServeHTTP(w, r)
+		})
+	})
+	return g.httpHandler
+}

@@ -1,0 +1,130 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
+)
+
+// serveHTTP serves the gateway's handler on a loopback httptest server.
+func serveHTTP(t *testing.T, e *env) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(e.gw.HTTPHandler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct {
+	header http.Header
+	base   http.RoundTripper
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.header {
+		r.Header[k] = v
+	}
+	return h.base.RoundTrip(r)
+}
+
+// connectHTTP connects a go-sdk client over streamable HTTP, speaking
+// version, with extra request headers.
+func connectHTTP(t *testing.T, srv *httptest.Server, version string, header http.Header, copts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	t.Helper()
+	tr := &mcp.StreamableClientTransport{
+		Endpoint:   srv.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: headerTransport{header: header, base: srv.Client().Transport}},
+		MaxRetries: -1,
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "http-client"}, copts).Connect(testCtx(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, nil
+}
+
+var protocolVersions = []string{"2025-11-25", "2026-07-28"}
+
+func TestToolResultsOverHTTP(t *testing.T) {
+	for _, version := range protocolVersions {
+		t.Run(version, func(t *testing.T) {
+			e := newEnv(t, gateway.Options{})
+			srv := serveHTTP(t, e)
+			cs, err := connectHTTP(t, srv, version, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cs.InitializeResult().ProtocolVersion; got != version {
+				t.Errorf("negotiated %q, want %q", got, version)
+			}
+			checkToolFidelity(t, e, cs)
+		})
+	}
+}
+
+func TestListChangedOverHTTP(t *testing.T) {
+	for _, version := range protocolVersions {
+		t.Run(version, func(t *testing.T) {
+			e := newEnv(t, gateway.Options{})
+			srv := serveHTTP(t, e)
+			copts, ch := listChangedOptions()
+			cs, err := connectHTTP(t, srv, version, nil, copts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			awaitListStream(t, e, ch)
+			checkListChanged(t, e, cs, ch)
+		})
+	}
+}
+
+// post sends a legacy initialize request with extra headers and returns the
+// response with its body read and closed.
+func post(t *testing.T, srv *httptest.Server, header map[string]string) *http.Response {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	req, err := http.NewRequestWithContext(testCtx(t), http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		// Close the session the request opened.
+		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+			del, _ := http.NewRequestWithContext(context.Background(), http.MethodDelete, srv.URL+"/mcp", nil)
+			del.Header.Set("Mcp-Session-Id", id)
+			for k, v := range header {
+				if k != "Host" {
+					del.Header.Set(k, v)
+				}
+			}
+			if r, err := srv.Client().Do(del); err == nil {
+				r.Body.Close()
+			}
+		}
+	}
+	return resp
+}

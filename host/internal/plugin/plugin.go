@@ -1,0 +1,232 @@
+// Package plugin runs transport plugins: it launches a plugin binary with
+// HashiCorp go-plugin, configures it, opens its connection and hands the
+// result to the supervisor as a transport.Link, so a plugin server gets the
+// same supervision, breaker and recovery as a stdio server.
+//
+// The host enables plugin server blocks with
+//
+//	host.WithPluginDialer(plugin.NewDialer)
+//
+// The contract a plugin implements lives in package shared.
+package plugin
+
+/*
+Design note: one plugin process per connection, and how its death is seen.
+
+Every Dial starts a fresh go-plugin Client, so a respawn after a crash is a
+new process with a new handshake, a new mTLS certificate and a new
+Configure — nothing of the dead process is reused. Close (and every failed
+Dial) pairs the Client with Kill.
+
+Death detection is event-driven. go-plugin reaps the plugin in a goroutine
+of its own (cmd.Wait) and then cancels the context it handed to the
+dispensed plugin's GRPCClient; shared.GRPCClient.Exited exposes that
+context's Done channel, and Link.Done is that channel. So the supervisor
+learns of a plugin's death the moment go-plugin reaps it. Client.Exited()
+would only have offered a boolean to poll. (When a plugin dies, its gRPC
+stream also breaks at once, which ends the MCP session; the supervisor then
+takes the exit from Done to say why.)
+
+The plugin runs in its own process group (Setpgid; Pdeathsig on Linux), so
+the host's terminal signals do not reach it and Close can remove anything
+the plugin itself started. go-plugin's Kill stops the plugin politely over
+gRPC, then kills the direct process after 2 s; Close then kills whatever is
+left in the group.
+
+The child's environment is the same small safe set as a stdio server's
+(transport.ChildEnv) plus the server block's env: go-plugin's SkipHostEnv
+keeps the host's secrets out of plugins too.
+*/
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
+	"github.com/mcpvisor/mcpvisor/shared"
+)
+
+const (
+	// defaultStartTimeout bounds the go-plugin handshake when the dial's
+	// context has no deadline (the supervisor always gives one:
+	// connect_timeout).
+	defaultStartTimeout = time.Minute
+
+	// exitGrace is how long a failed Configure or Open waits for the plugin
+	// process to be reaped before deciding it did not crash. The plugin's
+	// gRPC connection breaks as it dies, so the reap follows within
+	// milliseconds when it did crash.
+	exitGrace = 100 * time.Millisecond
+)
+
+// Dialer starts one plugin process per Dial for a server block with a
+// plugin block. It implements transport.Dialer.
+type Dialer struct {
+	server   string
+	plugin   string // the plugin block's label
+	command  string
+	args     []string
+	checksum []byte // nil: no checksum check
+	config   []byte
+	env      []string
+	dir      string
+	logger   hclog.Logger
+}
+
+var _ transport.Dialer = (*Dialer)(nil)
+
+// NewDialer returns the Dialer for srv's plugin block. Its signature is
+// transport.PluginDialerFunc. It fails only for a block that cannot work at
+// all; a missing binary or a wrong checksum is reported by Dial, so the
+// supervisor retries and parks the server while the rest of the host runs.
+func NewDialer(srv *config.Server, logger hclog.Logger) (transport.Dialer, error) {
+	p := srv.Plugin
+	if p == nil {
+		return nil, fmt.Errorf("server %q: transport %q needs a plugin block", srv.Name, srv.Transport)
+	}
+	if p.Command == "" {
+		return nil, fmt.Errorf("server %q: plugin %q: no command", srv.Name, p.Name)
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	d := &Dialer{
+		server:  srv.Name,
+		plugin:  p.Name,
+		command: p.Command,
+		args:    p.Args,
+		config:  p.Config,
+		env:     transport.ChildEnv(srv.Env),
+		dir:     srv.Cwd,
+		logger:  logger,
+	}
+	if len(d.config) == 0 {
+		d.config = []byte("{}")
+	}
+	if p.SHA256 != "" {
+		sum, err := hex.DecodeString(p.SHA256)
+		if err != nil || len(sum) != sha256.Size {
+			return nil, fmt.Errorf("server %q: plugin %q: sha256 %q is not 64 hexadecimal digits", srv.Name, p.Name, p.SHA256)
+		}
+		d.checksum = sum
+	}
+	return d, nil
+}
+
+// Dial starts the plugin, checks its checksum and handshake, configures it
+// and opens its connection. Every failure is one line naming the server and
+// wraps one of this package's Err values (or shared.ErrConfigRejected).
+func (d *Dialer) Dial(ctx context.Context) (transport.Link, error) {
+	path, err := d.lookPath()
+	if err != nil {
+		return nil, d.errorf(ErrBinaryNotFound, "%v", err)
+	}
+	startTimeout := defaultStartTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		startTimeout = time.Until(dl)
+		if startTimeout <= 0 {
+			return nil, d.errorf(ErrHandshake, "no time left to start the plugin: %v", context.DeadlineExceeded)
+		}
+	}
+
+	cmd := exec.Command(path, d.args...)
+	cmd.Env = d.env
+	cmd.Dir = d.dir
+	cmd.SysProcAttr = sysProcAttr()
+
+	out := newOutput(d.logger)
+	var secure *goplugin.SecureConfig
+	if d.checksum != nil {
+		secure = &goplugin.SecureConfig{Checksum: d.checksum, Hash: sha256.New()}
+	}
+	client := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig:  shared.Handshake,
+		Plugins:          shared.PluginMap,
+		Cmd:              cmd,
+		SecureConfig:     secure,
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		SkipHostEnv:      true,
+		StartTimeout:     startTimeout,
+		Logger:           d.logger,
+		Stderr:           out.tail,
+		SyncStdout:       out.stdout,
+		SyncStderr:       out.stderr,
+	})
+
+	rpc, err := client.Client()
+	if err != nil {
+		// Kill reaps the process and drains its stderr, so the error can
+		// quote the plugin's last words.
+		client.Kill()
+		return nil, d.startError(err, path, cmd, out)
+	}
+	raw, err := rpc.Dispense(shared.PluginName)
+	if err != nil {
+		client.Kill()
+		return nil, d.errorf(ErrHandshake, "dispensing %q: %v", shared.PluginName, err)
+	}
+	tc, ok := raw.(*shared.GRPCClient)
+	if !ok {
+		client.Kill()
+		return nil, d.errorf(ErrHandshake, "dispensed %T, not a transport", raw)
+	}
+	pid := cmd.Process.Pid
+
+	if err := tc.Configure(ctx, d.config); err != nil {
+		return nil, d.stepError("configuring", err, client, tc, cmd, out)
+	}
+	conn, err := tc.Open(ctx)
+	if err != nil {
+		return nil, d.stepError("opening the connection", err, client, tc, cmd, out)
+	}
+	d.logger.Debug("plugin connected", "plugin", d.plugin, "pid", pid)
+	l := &Link{
+		server: d.server,
+		plugin: d.plugin,
+		client: client,
+		cmd:    cmd,
+		pid:    pid,
+		conn:   conn,
+		exited: tc.Exited(),
+		out:    out,
+		logger: d.logger,
+	}
+	l.transport = &mcpTransport{conn: conn}
+	return l, nil
+}
+
+// lookPath resolves the command like a shell would: a path when it has a
+// slash, else a name searched in PATH. The configuration loader has already
+// made a relative path absolute against the config file's directory.
+func (d *Dialer) lookPath() (string, error) {
+	if !strings.Contains(d.command, string(filepath.Separator)) {
+		p, err := exec.LookPath(d.command)
+		if err != nil {
+			return "", fmt.Errorf("%s is not in PATH", d.command)
+		}
+		return p, nil
+	}
+	fi, err := os.Stat(d.command)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("%s does not exist (build it with `make plugins`?)", d.command)
+	case err != nil:
+		return "", err
+	case fi.IsDir():
+		return "", fmt.Errorf("%s is a directory", d.command)
+	}
+	return d.command, nil
+}

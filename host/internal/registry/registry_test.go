@@ -1,0 +1,410 @@
+package registry_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+)
+
+func mkTools(names ...string) []*mcp.Tool {
+	out := make([]*mcp.Tool, 0, len(names))
+	for _, n := range names {
+		out = append(out, &mcp.Tool{Name: n, InputSchema: map[string]any{"type": "object"}})
+	}
+	return out
+}
+
+func mkPrompts(names ...string) []*mcp.Prompt {
+	out := make([]*mcp.Prompt, 0, len(names))
+	for _, n := range names {
+		out = append(out, &mcp.Prompt{Name: n})
+	}
+	return out
+}
+
+// recordingSink keeps every Changes it receives, summarised as names.
+type recordingSink struct {
+	mu    sync.Mutex
+	calls []summary
+}
+
+type summary struct {
+	AddTools, RemoveTools         []string
+	AddPrompts, RemovePrompts     []string
+	AddResources, RemoveResources []string
+	AddTemplates, RemoveTemplates []string
+}
+
+func (s *recordingSink) Apply(ch registry.Changes) {
+	var sum summary
+	for _, e := range ch.AddTools {
+		sum.AddTools = append(sum.AddTools, e.Tool.Name+"="+e.Server+"/"+e.Original)
+	}
+	for _, e := range ch.AddPrompts {
+		sum.AddPrompts = append(sum.AddPrompts, e.Prompt.Name+"="+e.Server+"/"+e.Original)
+	}
+	for _, e := range ch.AddResources {
+		sum.AddResources = append(sum.AddResources, e.Resource.URI+"="+e.Server)
+	}
+	for _, e := range ch.AddTemplates {
+		sum.AddTemplates = append(sum.AddTemplates, e.Template.URITemplate+"="+e.Server)
+	}
+	sum.RemoveTools, sum.RemovePrompts = ch.RemoveTools, ch.RemovePrompts
+	sum.RemoveResources, sum.RemoveTemplates = ch.RemoveResources, ch.RemoveTemplates
+	s.mu.Lock()
+	s.calls = append(s.calls, sum)
+	s.mu.Unlock()
+}
+
+func (s *recordingSink) take() []summary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.calls
+	s.calls = nil
+	return c
+}
+
+func TestToolEntryNaming(t *testing.T) {
+	r := registry.New(nil, "__", []registry.ServerSpec{
+		{Name: "echo", Prefix: "echo"},
+		{Name: "solo", Prefix: ""},
+	}, nil)
+	orig := &mcp.Tool{Name: "say hi", Description: "d", InputSchema: map[string]any{"type": "object"}}
+	r.Update("echo", &registry.Catalog{Tools: []*mcp.Tool{orig}})
+	r.Update("solo", &registry.Catalog{Tools: mkTools("read")})
+
+	e, ok := r.LookupTool("echo__say_hi")
+	if !ok {
+		t.Fatalf("echo__say_hi not exposed; have %v", names(r.Tools()))
+	}
+	if e.Server != "echo" || e.Original != "say hi" || e.Tool.Name != "echo__say_hi" || e.Tool.Description != "d" {
+		t.Errorf("entry = %+v", e)
+	}
+	if orig.Name != "say hi" {
+		t.Errorf("upstream tool was modified: %q", orig.Name)
+	}
+	if _, ok := r.LookupTool("read"); !ok {
+		t.Errorf("empty prefix should expose %q unchanged", "read")
+	}
+	if _, ok := r.LookupTool("say hi"); ok {
+		t.Errorf("original name must not be exposed")
+	}
+	if got := names(r.Tools()); !cmp.Equal(got, []string{"echo__say_hi", "read"}) {
+		t.Errorf("Tools() = %v", got)
+	}
+}
+
+func names(es []registry.ToolEntry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Tool.Name)
+	}
+	return out
+}
+
+func TestCollisionsAcrossServersAndTakeover(t *testing.T) {
+	sink := &recordingSink{}
+	specs := []registry.ServerSpec{{Name: "b", Prefix: ""}, {Name: "a", Prefix: ""}, {Name: "c", Prefix: ""}}
+	r := registry.New(hclog.NewNullLogger(), "__", specs, sink)
+
+	// b arrives first, then a: a sorts first and takes the name over,
+	// whatever the arrival order.
+	r.Update("b", &registry.Catalog{Tools: mkTools("search"), Prompts: mkPrompts("p"),
+		Resources: []*mcp.Resource{{URI: "file:///x", Name: "x"}}})
+	r.Update("a", &registry.Catalog{Tools: mkTools("search"), Prompts: mkPrompts("p"),
+		Resources: []*mcp.Resource{{URI: "file:///x", Name: "x"}}})
+	r.Update("c", &registry.Catalog{Tools: mkTools("search")})
+
+	e, _ := r.LookupTool("search")
+	if e.Server != "a" {
+		t.Errorf("winner = %q, want a", e.Server)
+	}
+	if srv, _ := r.LookupResource("file:///x"); srv != "a" {
+		t.Errorf("resource winner = %q, want a", srv)
+	}
+	want := []registry.Collision{
+		{Kind: registry.KindPrompt, Name: "p", Winner: "a", WinnerOriginal: "p", Losers: []string{"b"}, LoserOriginals: []string{"p"}},
+		{Kind: registry.KindResource, Name: "file:///x", Winner: "a", Losers: []string{"b"}},
+		{Kind: registry.KindTool, Name: "search", Winner: "a", WinnerOriginal: "search", Losers: []string{"b", "c"}, LoserOriginals: []string{"search", "search"}},
+	}
+	if d := cmp.Diff(want, r.Collisions()); d != "" {
+		t.Errorf("Collisions() (-want +got):\n%s", d)
+	}
+
+	// The winner leaves: the next server by name takes over.
+	sink.take()
+	r.Update("a", nil)
+	e, _ = r.LookupTool("search")
+	if e.Server != "b" {
+		t.Errorf("after a left, winner = %q, want b", e.Server)
+	}
+	got := sink.take()
+	wantCh := []summary{{
+		AddTools:     []string{"search=b/search"},
+		AddPrompts:   []string{"p=b/p"},
+		AddResources: []string{"file:///x=b"},
+	}}
+	if d := cmp.Diff(wantCh, got); d != "" {
+		t.Errorf("changes after takeover (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]registry.Collision{{Kind: registry.KindTool, Name: "search", Winner: "b", WinnerOriginal: "search",
+		Losers: []string{"c"}, LoserOriginals: []string{"search"}}}, r.Collisions()); d != "" {
+		t.Errorf("Collisions() after takeover (-want +got):\n%s", d)
+	}
+
+	// The winner comes back: it wins again.
+	r.Update("a", &registry.Catalog{Tools: mkTools("search")})
+	if e, _ := r.LookupTool("search"); e.Server != "a" {
+		t.Errorf("after a returned, winner = %q, want a", e.Server)
+	}
+}
+
+func TestCollisionsWithinOneServer(t *testing.T) {
+	r := registry.New(nil, "__", []registry.ServerSpec{{Name: "s", Prefix: "s"}}, nil)
+	r.Update("s", &registry.Catalog{Tools: mkTools("a b", "a/b", "a_b")})
+	e, ok := r.LookupTool("s__a_b")
+	if !ok || e.Original != "a b" {
+		t.Fatalf("winner = %+v, want original %q (sorts first)", e, "a b")
+	}
+	want := []registry.Collision{{Kind: registry.KindTool, Name: "s__a_b", Winner: "s", WinnerOriginal: "a b",
+		Losers: []string{"s", "s"}, LoserOriginals: []string{"a/b", "a_b"}}}
+	if d := cmp.Diff(want, r.Collisions()); d != "" {
+		t.Errorf("Collisions() (-want +got):\n%s", d)
+	}
+	// The same tool listed twice by an upstream is not a collision.
+	r.Update("s", &registry.Catalog{Tools: mkTools("x", "x")})
+	if c := r.Collisions(); len(c) != 0 {
+		t.Errorf("duplicate listing reported as collision: %+v", c)
+	}
+}
+
+func TestDiffsOnlyNetChanges(t *testing.T) {
+	sink := &recordingSink{}
+	r := registry.New(nil, "__", []registry.ServerSpec{{Name: "s", Prefix: "s"}, {Name: "t", Prefix: "t"}}, sink)
+
+	r.Update("s", &registry.Catalog{
+		Tools:     mkTools("a", "b"),
+		Prompts:   mkPrompts("p"),
+		Resources: []*mcp.Resource{{URI: "mem://r", Name: "r"}},
+		Templates: []*mcp.ResourceTemplate{{URITemplate: "mem://items/{id}", Name: "item"}},
+	})
+	if d := cmp.Diff([]summary{{
+		AddTools:     []string{"s__a=s/a", "s__b=s/b"},
+		AddPrompts:   []string{"s__p=s/p"},
+		AddResources: []string{"mem://r=s"},
+		AddTemplates: []string{"mem://items/{id}=s"},
+	}}, sink.take()); d != "" {
+		t.Errorf("first update (-want +got):\n%s", d)
+	}
+
+	// Same catalog again (new pointers, same content): nothing is sent.
+	r.Update("s", &registry.Catalog{
+		Tools:     mkTools("b", "a"),
+		Prompts:   mkPrompts("p"),
+		Resources: []*mcp.Resource{{URI: "mem://r", Name: "r"}},
+		Templates: []*mcp.ResourceTemplate{{URITemplate: "mem://items/{id}", Name: "item"}},
+	})
+	if got := sink.take(); len(got) != 0 {
+		t.Errorf("unchanged catalog sent %+v", got)
+	}
+
+	// A changed definition is re-sent, a gone tool removed, a new one added.
+	changed := mkTools("a", "c")
+	changed[0].Description = "now documented"
+	r.Update("s", &registry.Catalog{
+		Tools: changed, Prompts: mkPrompts("p"),
+		Resources: []*mcp.Resource{{URI: "mem://r", Name: "r"}},
+		Templates: []*mcp.ResourceTemplate{{URITemplate: "mem://items/{id}", Name: "item"}},
+	})
+	if d := cmp.Diff([]summary{{
+		AddTools:    []string{"s__a=s/a", "s__c=s/c"},
+		RemoveTools: []string{"s__b"},
+	}}, sink.take()); d != "" {
+		t.Errorf("changed update (-want +got):\n%s", d)
+	}
+	if e, _ := r.LookupTool("s__a"); e.Tool.Description != "now documented" {
+		t.Errorf("lookup sees stale definition %q", e.Tool.Description)
+	}
+
+	// Another server's update does not touch s's entries.
+	r.Update("t", &registry.Catalog{Tools: mkTools("a")})
+	if d := cmp.Diff([]summary{{AddTools: []string{"t__a=t/a"}}}, sink.take()); d != "" {
+		t.Errorf("other server (-want +got):\n%s", d)
+	}
+
+	// nil catalog withdraws everything of s.
+	r.Update("s", nil)
+	if d := cmp.Diff([]summary{{
+		RemoveTools:     []string{"s__a", "s__c"},
+		RemovePrompts:   []string{"s__p"},
+		RemoveResources: []string{"mem://r"},
+		RemoveTemplates: []string{"mem://items/{id}"},
+	}}, sink.take()); d != "" {
+		t.Errorf("withdraw (-want +got):\n%s", d)
+	}
+	if got := names(r.Tools()); !cmp.Equal(got, []string{"t__a"}) {
+		t.Errorf("Tools() = %v", got)
+	}
+}
+
+func TestSetSpecsRecomputes(t *testing.T) {
+	sink := &recordingSink{}
+	r := registry.New(nil, "__", []registry.ServerSpec{{Name: "s", Prefix: "s"}}, sink)
+	r.Update("s", &registry.Catalog{Tools: mkTools("a", "trigger")})
+	r.Update("late", &registry.Catalog{Tools: mkTools("z")}) // no spec yet: not exposed
+	sink.take()
+
+	r.SetSpecs([]registry.ServerSpec{
+		{Name: "s", Prefix: "x", Exclude: []string{"trig*"}},
+		{Name: "late", Prefix: "late"},
+	})
+	if d := cmp.Diff([]summary{{
+		AddTools:    []string{"late__z=late/z", "x__a=s/a"},
+		RemoveTools: []string{"s__a", "s__trigger"},
+	}}, sink.take()); d != "" {
+		t.Errorf("reload (-want +got):\n%s", d)
+	}
+
+	r.SetSpecs(nil)
+	if got := r.Tools(); len(got) != 0 {
+		t.Errorf("no specs should expose nothing, got %v", names(got))
+	}
+}
+
+func TestLookupResource(t *testing.T) {
+	r := registry.New(nil, "__", []registry.ServerSpec{{Name: "a"}, {Name: "b"}}, nil)
+	r.Update("a", &registry.Catalog{
+		Resources: []*mcp.Resource{{URI: "file:///etc/hosts", Name: "hosts"}},
+		Templates: []*mcp.ResourceTemplate{
+			{URITemplate: "notes://{id}", Name: "note"},
+			{URITemplate: "repo://{owner}/{name}/tree{/path}", Name: "tree"},
+		},
+	})
+	r.Update("b", &registry.Catalog{
+		Templates: []*mcp.ResourceTemplate{
+			{URITemplate: "file:///{+path}", Name: "file"},
+			{URITemplate: "search://q{?term,limit}", Name: "search"},
+		},
+	})
+	tests := []struct {
+		uri, want string
+	}{
+		{"file:///etc/hosts", "a"},   // exact resource beats b's template
+		{"file:///var/log/x", "b"},   // reserved expansion spans '/'
+		{"notes://42", "a"},          // simple expansion
+		{"notes://{id}", "a"},        // the template text itself (completion refs)
+		{"notes://4/2", ""},          // simple expansion stops at '/'
+		{"notes://", ""},             // and needs at least one character
+		{"repo://x/y/tree", "a"},     // optional path expansion absent
+		{"repo://x/y/tree/src", "a"}, // and present
+		{"search://q?term=go&limit=3", "b"},
+		{"search://q", "b"},
+		{"other://x", ""},
+	}
+	for _, tt := range tests {
+		got, ok := r.LookupResource(tt.uri)
+		if got != tt.want || ok != (tt.want != "") {
+			t.Errorf("LookupResource(%q) = %q, %v; want %q", tt.uri, got, ok, tt.want)
+		}
+	}
+}
+
+func TestPromptLookupAndTemplateCollision(t *testing.T) {
+	r := registry.New(nil, "__", []registry.ServerSpec{{Name: "a", Prefix: "a"}, {Name: "b", Prefix: "b"}}, nil)
+	r.Update("b", &registry.Catalog{Prompts: mkPrompts("greet"),
+		Templates: []*mcp.ResourceTemplate{{URITemplate: "x://{id}", Name: "x"}}})
+	r.Update("a", &registry.Catalog{Templates: []*mcp.ResourceTemplate{{URITemplate: "x://{id}", Name: "x"}}})
+	p, ok := r.LookupPrompt("b__greet")
+	if !ok || p.Original != "greet" || p.Server != "b" || p.Prompt.Name != "b__greet" {
+		t.Errorf("LookupPrompt = %+v, %v", p, ok)
+	}
+	if srv, _ := r.LookupResource("x://1"); srv != "a" {
+		t.Errorf("template winner = %q, want a", srv)
+	}
+	if c := r.Collisions(); len(c) != 1 || c[0].Kind != registry.KindTemplate || c[0].Winner != "a" {
+		t.Errorf("Collisions() = %+v", c)
+	}
+}
+
+// TestConcurrentUpdateAndLookup runs lookups while updates replace the
+// exposure; under -race it proves lookups need no lock.
+func TestConcurrentUpdateAndLookup(t *testing.T) {
+	sink := &recordingSink{}
+	r := registry.New(nil, "__", []registry.ServerSpec{{Name: "s", Prefix: "s"}, {Name: "t", Prefix: "t"}}, sink)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if e, ok := r.LookupTool("s__stable"); ok && (e.Server != "s" || e.Original != "stable") {
+					t.Errorf("torn entry %+v", e)
+					return
+				}
+				r.LookupResource(fmt.Sprintf("mem://%d", w))
+				r.LookupPrompt("t__p")
+				_ = r.Tools()
+				_ = r.Collisions()
+			}
+		}()
+	}
+	for i := range 200 {
+		server := "s"
+		if i%2 == 1 {
+			server = "t"
+		}
+		r.Update(server, &registry.Catalog{
+			Tools:     mkTools("stable", fmt.Sprintf("t%d", i)),
+			Prompts:   mkPrompts("p"),
+			Resources: []*mcp.Resource{{URI: fmt.Sprintf("mem://%d", i%4), Name: "r"}},
+		})
+		if i%50 == 0 {
+			r.SetSpecs([]registry.ServerSpec{{Name: "s", Prefix: "s"}, {Name: "t", Prefix: "t"}})
+		}
+	}
+	close(done)
+	wg.Wait()
+	if _, ok := r.LookupTool("s__stable"); !ok {
+		t.Errorf("s__stable missing after updates")
+	}
+}
+
+// TestCollisionLoggedOnce checks that a collision is warned about with its
+// names as key/values when it appears, and not again while it persists.
+func TestCollisionLoggedOnce(t *testing.T) {
+	var buf bytes.Buffer
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &buf, JSONFormat: true})
+	r := registry.New(logger, "__", []registry.ServerSpec{{Name: "a"}, {Name: "b"}}, nil)
+	r.Update("a", &registry.Catalog{Tools: mkTools("x")})
+	r.Update("b", &registry.Catalog{Tools: mkTools("x")})
+	r.Update("b", &registry.Catalog{Tools: mkTools("x")})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("want one warning, got %d:\n%s", len(lines), buf.String())
+	}
+	var entry map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &entry); err != nil {
+		t.Fatal(err)
+	}
+	if entry["@level"] != "warn" || entry["exposed"] != "x" || entry["winner"] != "a" || entry["kind"] != "tool" {
+		t.Errorf("log entry = %v", entry)
+	}
+	if losers, _ := entry["losers"].([]any); len(losers) != 1 || losers[0] != "b" {
+		t.Errorf("losers = %v", entry["losers"])
+	}
+}

@@ -1,0 +1,126 @@
+package transport_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
+)
+
+func TestProcessExitIsDetected(t *testing.T) {
+	p, err := transport.StartProcess(transport.ProcessConfig{
+		Command: "sh", Args: []string{"-c", "echo dying >&2; exit 7"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("exit not detected")
+	}
+	err = p.Err()
+	if !errors.Is(err, recovery.ErrProcessExited) {
+		t.Fatalf("Err() = %v, want it to wrap ErrProcessExited", err)
+	}
+	if !strings.Contains(err.Error(), "exit status 7") || !strings.Contains(err.Error(), "dying") {
+		t.Errorf("Err() = %q, want the exit status and the stderr tail", err)
+	}
+}
+
+// A wrapper whose child holds the pipes (like npx or sh -c) must not keep
+// the process alive past Close, and Close must leave nothing in the group.
+func TestCloseKillsWholeGroup(t *testing.T) {
+	// sh ignores TERM here and its background child ignores it too, so
+	// only the SIGKILL step can end them.
+	p, err := transport.StartProcess(transport.ProcessConfig{
+		Command: "sh", Args: []string{"-c", "trap '' TERM; (trap '' TERM; sleep 300) & wait"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := p.Pid()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(testutil.GroupMembers(pgid)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(testutil.GroupMembers(pgid)); n < 2 {
+		t.Fatalf("expected the wrapper and its child in the group, found %d", n)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if left := testutil.GroupMembers(pgid); len(left) > 0 {
+		t.Fatalf("processes left in group %d after Close: %v", pgid, left)
+	}
+}
+
+// When the wrapper dies but its child lives on holding the pipes, Done must
+// still fire (cmd.Wait returns for the direct child) and Close must reap the
+// orphan.
+func TestWrapperDeathWithOrphanHoldingPipes(t *testing.T) {
+	p, err := transport.StartProcess(transport.ProcessConfig{
+		Command: "sh", Args: []string{"-c", "sleep 300 & wait"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := p.Pid()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(testutil.GroupMembers(pgid)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	syscall.Kill(pgid, syscall.SIGKILL) // the wrapper only
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("wrapper death not detected while its child holds the pipes")
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if left := testutil.GroupMembers(pgid); len(left) > 0 {
+		t.Fatalf("orphans left in group %d: %v", pgid, left)
+	}
+}
+
+func TestChildEnvIsTheSafeSetPlusOwn(t *testing.T) {
+	t.Setenv("MCPVISOR_TEST_SECRET", "hunter2")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "nope")
+	t.Setenv("XDG_CONFIG_HOME", "/tmp/xdg")
+	t.Setenv("HOME", "/home/test")
+	env := transport.ChildEnv(map[string]string{"API_KEY": "k", "HOME": "/override"})
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := got[k]; dup {
+			t.Errorf("variable %s appears twice", k)
+		}
+		got[k] = v
+	}
+	for _, k := range []string{"MCPVISOR_TEST_SECRET", "AWS_SECRET_ACCESS_KEY"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("host secret %s leaked into the child environment", k)
+		}
+	}
+	if got["XDG_CONFIG_HOME"] != "/tmp/xdg" || got["API_KEY"] != "k" || got["HOME"] != "/override" {
+		t.Errorf("unexpected environment: %v", got)
+	}
+	if _, ok := got["PATH"]; !ok {
+		t.Error("PATH missing")
+	}
+}
+
+func TestMissingCommand(t *testing.T) {
+	_, err := transport.StartProcess(transport.ProcessConfig{Command: "/nonexistent/mcp-server"})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/mcp-server") {
+		t.Fatalf("err = %v, want one naming the command", err)
+	}
+}

@@ -1,0 +1,189 @@
+// Package transport turns a server block into live connections. Every
+// transport — a stdio subprocess, streamable HTTP, legacy SSE, a go-plugin
+// binary — yields the same thing: a Link carrying a go-sdk mcp.Transport and a
+// Done channel that closes the moment the link is known to be dead. The
+// supervisor in package upstream treats all of them alike.
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
+)
+
+// A Link is one connection attempt's worth of upstream: for stdio, one
+// process; for HTTP, one client transport; for a plugin, one plugin process.
+type Link interface {
+	// Transport is handed to mcp.Client.Connect exactly once.
+	Transport() mcp.Transport
+	// Done is closed when the link is known dead without anyone having
+	// called Close: the process exited, the plugin died. HTTP links never
+	// close it; their death shows as a failed session instead.
+	Done() <-chan struct{}
+	// Err says why Done closed. It wraps recovery.ErrProcessExited for
+	// process deaths.
+	Err() error
+	// Close tears the link down (for processes: the whole process group),
+	// waiting at most until ctx is done.
+	Close(ctx context.Context) error
+}
+
+// A Dialer makes new Links for one server block.
+type Dialer interface {
+	Dial(ctx context.Context) (Link, error)
+}
+
+// PluginDialerFunc builds a Dialer for a plugin block. It is set by the
+// plugin adapter package so this package need not import go-plugin.
+type PluginDialerFunc func(srv *config.Server, logger hclog.Logger) (Dialer, error)
+
+// Options are the knobs shared by all dialers.
+type Options struct {
+	// Logger receives the server's own output (stderr lines) and transport
+	// events. It should already be named for the server.
+	Logger hclog.Logger
+	// HTTPClient is used for HTTP upstreams; nil means a default client.
+	HTTPClient *http.Client
+	// Plugin builds dialers for plugin blocks; nil makes plugin blocks an error.
+	Plugin PluginDialerFunc
+}
+
+// NewDialer returns the Dialer for a server block.
+func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	switch srv.Transport {
+	case config.TransportStdio, "":
+		if srv.Command == "" {
+			return nil, fmt.Errorf("server %q: no command to run", srv.Name)
+		}
+		return &stdioDialer{cfg: ProcessConfig{
+			Command: srv.Command,
+			Args:    srv.Args,
+			Env:     ChildEnv(srv.Env),
+			Dir:     srv.Cwd,
+			Logger:  logger,
+		}}, nil
+	case config.TransportStreamable, config.TransportSSE:
+		hc := opts.HTTPClient
+		if hc == nil {
+			hc = &http.Client{Transport: DefaultHTTPTransport()}
+		}
+		hc = wrapClient(hc, srv.Headers)
+		return &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: hc}, nil
+	case config.TransportPlugin:
+		if opts.Plugin == nil {
+			return nil, fmt.Errorf("server %q: plugin transports are not available in this build", srv.Name)
+		}
+		return opts.Plugin(srv, logger)
+	default:
+		return nil, fmt.Errorf("server %q: unknown transport %q", srv.Name, srv.Transport)
+	}
+}
+
+// stdioDialer starts one process per Dial.
+type stdioDialer struct{ cfg ProcessConfig }
+
+func (d *stdioDialer) Dial(ctx context.Context) (Link, error) {
+	return StartProcess(d.cfg)
+}
+
+// httpDialer makes a fresh client transport per Dial; the HTTP client (and
+// its connection pool) is shared across dials.
+type httpDialer struct {
+	url    string
+	sse    bool
+	client *http.Client
+}
+
+func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
+	var t mcp.Transport
+	if d.sse {
+		t = &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: d.client}
+	} else {
+		// MaxRetries -1: the SDK must not quietly retry a dead session for
+		// us; the supervisor owns reconnects and counts them.
+		t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: -1}
+	}
+	return &httpLink{t: t, done: make(chan struct{})}, nil
+}
+
+type httpLink struct {
+	t    mcp.Transport
+	done chan struct{}
+}
+
+func (l *httpLink) Transport() mcp.Transport { return l.t }
+func (l *httpLink) Done() <-chan struct{}    { return l.done }
+func (l *httpLink) Err() error               { return nil }
+
+// Close does nothing: the session's Close releases the SDK's side.
+func (l *httpLink) Close(context.Context) error { return nil }
+
+// upstreamRoundTripper adds the block's headers to every request and turns
+// an HTTP 401 into an error wrapping recovery.ErrUnauthorized, so auth
+// failures are typed at the source instead of recognised by their text.
+type upstreamRoundTripper struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (h *upstreamRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(h.headers) > 0 {
+		req = req.Clone(req.Context())
+		for k, v := range h.headers {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := h.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: %s %s", recovery.ErrUnauthorized, req.Method, recovery.Redact(req.URL.String()))
+	}
+	return resp, nil
+}
+
+func wrapClient(c *http.Client, headers map[string]string) *http.Client {
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	cc := *c
+	cc.Transport = &upstreamRoundTripper{base: base, headers: headers}
+	return &cc
+}
+
+const (
+	// maxIdleConnsPerUpstream keeps enough idle connections for concurrent
+	// calls to one HTTP upstream; net/http's default of 2 would open a new
+	// connection for most calls under load.
+	maxIdleConnsPerUpstream = 64
+
+	// maxUpstreamHeaderBytes bounds an upstream's response header block
+	// (net/http's default is 10 MiB): an upstream that answers with an
+	// endless header block gets an error, not mcpvisor's memory.
+	maxUpstreamHeaderBytes = 1 << 20
+)
+
+// DefaultHTTPTransport returns the transport HTTP upstreams use when the
+// embedder supplies no client: net/http's defaults (proxy from the
+// environment, dial and TLS handshake timeouts, at most five informational
+// responses in a row), a larger idle pool and a tighter header limit.
+func DefaultHTTPTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 0 // no global cap; the per-host cap bounds it
+	t.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
+	t.MaxResponseHeaderBytes = maxUpstreamHeaderBytes
+	return t
+}

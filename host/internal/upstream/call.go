@@ -1,0 +1,419 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/recovery"
+)
+
+// ErrStopped is wrapped by errors for operations on a stopped supervisor.
+var ErrStopped = errors.New("server is stopped (host shutting down)")
+
+// CallTool calls a tool on the upstream by its original name, for the
+// downstream client d (nil: none). A tool that declared readOnlyHint is
+// replayed if the process dies mid-call; any other tool is not, since its
+// side effects may already have happened.
+func (s *Supervisor) CallTool(ctx context.Context, d Downstream, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	var res *mcp.CallToolResult
+	meta := params.Meta
+	upTok, rewritten, release := s.track(ctx, d, params.GetProgressToken())
+	defer release()
+	if rewritten {
+		meta = maps.Clone(meta)
+		meta["progressToken"] = upTok
+	}
+	err := s.do(ctx, nil, "tools/call", s.replayable(params.Name), func(ctx context.Context, sess *session) error {
+		var err error
+		res, err = sdkCallTool(ctx, sess.cs, meta, params)
+		return err
+	})
+	return res, err
+}
+
+// replayable reports whether tool declared readOnlyHint, which makes it
+// safe to replay after the process died mid-call.
+func (s *Supervisor) replayable(tool string) bool {
+	ro := s.readOnly.Load()
+	return ro != nil && (*ro)[tool]
+}
+
+// sdkCallTool calls a tool through the SDK client with the downstream's
+// raw params (meta may replace theirs).
+func sdkCallTool(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	return cs.CallTool(ctx, &mcp.CallToolParams{
+		Meta:           meta,
+		Name:           p.Name,
+		Arguments:      rawArgs(p.Arguments),
+		InputResponses: p.InputResponses,
+		RequestState:   p.RequestState,
+	})
+}
+
+// ReadResource reads a resource for the downstream client d (nil: none).
+// Reads are replayable.
+func (s *Supervisor) ReadResource(ctx context.Context, d Downstream, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	var res *mcp.ReadResourceResult
+	err := s.do(ctx, d, "resources/read", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
+		var err error
+		res, err = cs.ReadResource(ctx, params)
+		return err
+	})
+	return res, err
+}
+
+// ListResources lists the upstream's resources (one page).
+func (s *Supervisor) ListResources(ctx context.Context, params *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
+	var res *mcp.ListResourcesResult
+	err := s.do(ctx, nil, "resources/list", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
+		var err error
+		res, err = cs.ListResources(ctx, params)
+		return err
+	})
+	return res, err
+}
+
+// ListResourceTemplates lists the upstream's resource templates (one page).
+func (s *Supervisor) ListResourceTemplates(ctx context.Context, params *mcp.ListResourceTemplatesParams) (*mcp.ListResourceTemplatesResult, error) {
+	var res *mcp.ListResourceTemplatesResult
+	err := s.do(ctx, nil, "resources/templates/list", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
+		var err error
+		res, err = cs.ListResourceTemplates(ctx, params)
+		return err
+	})
+	return res, err
+}
+
+// ListPrompts lists the upstream's prompts (one page).
+func (s *Supervisor) ListPrompts(ctx context.Context, params *mcp.ListPromptsParams) (*mcp.ListPromptsResult, error) {
+	var res *mcp.ListPromptsResult
+	err := s.do(ctx, nil, "prompts/list", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
+		var err error
+		res, err = cs.ListPrompts(ctx, params)
+		return err
+	})
+	return res, err
+}
+
+// ListTools lists the upstream's tools (one page).
+func (s *Supervisor) ListTools(ctx context.Context, params *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
+	var res *mcp.ListToolsResult
+	err := s.do(ctx, nil, "tools/list", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
+		var err error
+		res, err = cs.ListTools(ctx, params)
+		return err
+	})
+	return res, err
+}
+
+// GetPrompt gets a prompt by its original name, for the downstream client
+// d (nil: none). Prompt gets are replayable.
+func (s *Supervisor) GetPrompt(ctx context.Context, d Downstream, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	var res *mcp.GetPromptResult
+	err := s.do(ctx, d, "prompts/get", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
+		var err error
+		res, err = cs.GetPrompt(ctx, params)
+		return err
+	})
+	return res, err
+}
+
+// Complete asks the upstream for argument completions, for the downstream
+// client d (nil: none).
+func (s *Supervisor) Complete(ctx context.Context, d Downstream, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	var res *mcp.CompleteResult
+	err := s.do(ctx, d, "completion/complete", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
+		var err error
+		res, err = cs.Complete(ctx, params)
+		return err
+	})
+	return res, err
+}
+
+// Subscribe subscribes to updates of a resource.
+func (s *Supervisor) Subscribe(ctx context.Context, params *mcp.SubscribeParams) error {
+	return s.do(ctx, nil, "resources/subscribe", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
+		return cs.Subscribe(ctx, params)
+	})
+}
+
+// Unsubscribe ends a resource subscription.
+func (s *Supervisor) Unsubscribe(ctx context.Context, params *mcp.UnsubscribeParams) error {
+	return s.do(ctx, nil, "resources/unsubscribe", true, func(ctx context.Context, sess *session) error {
+		cs := sess.cs
+		return cs.Unsubscribe(ctx, params)
+	})
+}
+
+// do runs one upstream operation through the recovery path (DESIGN.md §6):
+// breaker gate, a ready session, the operation, then by error class:
+// canceled → return; auth and session gone → new session, retry once;
+// process died → new session, retry only when replayable; timeout and
+// transport → breaker strike; application → pass through unchanged. The
+// call is tracked for its downstream client d (nil: none, or tracked by the
+// caller) before anything is sent: the upstream may ask that client
+// something (roots) the moment the request arrives.
+func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable bool, fn func(context.Context, *session) error) error {
+	_, _, release := s.track(ctx, d, nil)
+	defer release()
+	if s.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.Timeout)
+		defer cancel()
+	}
+
+	ok, probe, retryAt := s.breaker.Allow()
+	if !ok {
+		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
+			Reason: s.openReason(), RetryAt: retryAt}
+	}
+	sess := s.cur.Load()
+	if sess == nil || sess.isDead() {
+		var err error
+		if sess, err = s.acquire(ctx, op, probe); err != nil {
+			s.breaker.Release(probe)
+			return err
+		}
+	}
+
+	err := fn(ctx, sess)
+	class := s.classify(ctx, sess, err)
+	switch class {
+	case recovery.None, recovery.Application:
+		// The upstream answered: it is reachable, and this session is proven.
+		s.breaker.Success()
+		s.proved(sess)
+		return unwrapApplication(err)
+	case recovery.Canceled:
+		s.breaker.Release(probe)
+		return err
+	case recovery.Timeout:
+		s.strike(op)
+		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Timeout,
+			Reason: fmt.Sprintf("no answer within the call timeout (%s)", s.cfg.Timeout)}
+	}
+	if s.isStopping() {
+		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: "host is shutting down", Err: ErrStopped}
+	}
+
+	retry := false
+	switch class {
+	case recovery.SessionGone, recovery.Auth:
+		// The server rejected the request before running it: a retry on a
+		// new session cannot double a side effect.
+		retry = true
+	case recovery.ProcessDied:
+		s.strike(op)
+		retry = replayable
+	default: // Transport
+		s.strike(op)
+		retry = replayable
+	}
+	s.reportFailed(sess.gen, err)
+	if !retry {
+		if class == recovery.ProcessDied {
+			return &recovery.Error{Server: s.name, Op: op, Class: class,
+				Reason: "the server process exited while the call was in flight; its outcome is unknown and it was not retried because it may have side effects", Err: err}
+		}
+		return &recovery.Error{Server: s.name, Op: op, Class: class, Reason: "unreachable", Err: err}
+	}
+
+	next, werr := s.awaitNewer(ctx, sess.gen)
+	if werr != nil {
+		return s.recoveryFailed(op, class, err, werr)
+	}
+	s.logger.Debug("retrying on a new session", "op", op, "class", class, "generation", next.gen)
+	err2 := fn(ctx, next)
+	class2 := s.classify(ctx, next, err2)
+	switch class2 {
+	case recovery.None, recovery.Application:
+		s.breaker.Success()
+		s.proved(next)
+		return unwrapApplication(err2)
+	case recovery.Canceled:
+		return err2
+	case recovery.Auth:
+		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Auth, NeedsReauth: true,
+			Reason: "the upstream rejected the credentials again after reconnecting", Err: err2}
+	case recovery.Timeout:
+		s.strike(op)
+		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Timeout,
+			Reason: fmt.Sprintf("retry got no answer within the call timeout (%s)", s.cfg.Timeout)}
+	}
+	if class2 != recovery.SessionGone {
+		s.strike(op)
+	}
+	s.reportFailed(next.gen, err2)
+	return &recovery.Error{Server: s.name, Op: op, Class: class2, Reason: "retry on a new session failed too", Err: err2}
+}
+
+// proved tells the supervisor that a call succeeded on sess, once per
+// session: waking it for every call would cost each call a goroutine
+// switch.
+func (s *Supervisor) proved(sess *session) {
+	if sess.proven.CompareAndSwap(false, true) {
+		signal(s.healthy)
+	}
+}
+
+// classify adds what only the supervisor knows to recovery.Classify: a
+// broken connection to a process-backed server means the process died.
+func (s *Supervisor) classify(ctx context.Context, sess *session, err error) recovery.Class {
+	c := recovery.Classify(ctx, err)
+	if c == recovery.Transport && sess.processBacked() {
+		return recovery.ProcessDied
+	}
+	return c
+}
+
+func (s *Supervisor) strike(op string) {
+	if s.breaker.Failure() {
+		_, n, until := s.breaker.Snapshot()
+		s.logger.Warn("circuit breaker opened", "op", op, "failures", n, "retry_at", until.Format(time.RFC3339))
+	}
+}
+
+func (s *Supervisor) openReason() string {
+	s.mu.Lock()
+	st := s.state
+	s.mu.Unlock()
+	if st == StateParked {
+		return "parked after its retry budget was spent (circuit open)"
+	}
+	_, n, _ := s.breaker.Snapshot()
+	return fmt.Sprintf("unreachable (circuit open after %d consecutive failures)", n)
+}
+
+func (s *Supervisor) recoveryFailed(op string, class recovery.Class, orig, wait error) error {
+	re := &recovery.Error{Server: s.name, Op: op, Class: class, Err: orig}
+	var uerr *recovery.Error
+	if errors.As(wait, &uerr) {
+		re.Reason = "no new session to retry on (" + uerr.Reason + ")"
+		re.RetryAt = uerr.RetryAt
+	} else {
+		re.Reason = "no new session to retry on in time"
+	}
+	if class == recovery.Auth {
+		re.NeedsReauth = true
+	}
+	return re
+}
+
+// reportFailed tells the run loop that generation gen is broken. Reports
+// about a generation that has already been replaced are ignored there, so
+// concurrent callers failing on one session cause one reconnect.
+func (s *Supervisor) reportFailed(gen uint64, err error) {
+	s.mu.Lock()
+	if gen > s.failedGen {
+		s.failedGen = gen
+		s.failedErr = err
+	}
+	s.mu.Unlock()
+	signal(s.wake)
+}
+
+// acquire returns a live session, waiting for one while the server is
+// starting or reconnecting (bounded by ctx). A parked server fails at once;
+// when this call is the breaker's half-open probe it revives the server and
+// returns a "reconnecting" error instead of writing into a dead pipe.
+func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*session, error) {
+	for {
+		if sess := s.cur.Load(); sess != nil && !sess.isDead() {
+			return sess, nil
+		}
+		s.mu.Lock()
+		state, changed, next, lastErr := s.state, s.changed, s.nextAttempt, s.lastErr
+		s.mu.Unlock()
+
+		switch state {
+		case StateStopped:
+			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: "server is stopped", Err: ErrStopped}
+		case StateParked:
+			if probe || s.breaker.CooldownPassed() {
+				s.Revive()
+				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
+					Reason: "reconnecting (parked server revived by this call; try again shortly)"}
+			}
+			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
+				Reason: "parked after its retry budget was spent", Err: lastErr, RetryAt: next}
+		case StateReconnecting:
+			if probe {
+				s.Revive()
+				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
+					Reason: "reconnecting (try again shortly)"}
+			}
+			if dl, ok := ctx.Deadline(); ok && !next.IsZero() && dl.Before(next) {
+				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
+					Reason: "reconnecting", Err: lastErr, RetryAt: next}
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, ctx.Err()
+			}
+			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Timeout,
+				Reason: fmt.Sprintf("server not ready within the call's deadline (state %s)", state), Err: lastErr}
+		}
+	}
+}
+
+// awaitNewer waits for a session newer than gen, at most retryReadyCap.
+func (s *Supervisor) awaitNewer(ctx context.Context, gen uint64) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, retryReadyCap)
+	defer cancel()
+	for {
+		if sess := s.cur.Load(); sess != nil && sess.gen > gen && !sess.isDead() {
+			return sess, nil
+		}
+		s.mu.Lock()
+		state, changed, next := s.state, s.changed, s.nextAttempt
+		s.mu.Unlock()
+		switch state {
+		case StateStopped:
+			return nil, &recovery.Error{Reason: "server is stopped", Err: ErrStopped}
+		case StateParked:
+			return nil, &recovery.Error{Reason: "server parked", RetryAt: next}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// rawArgs passes the downstream's argument bytes through without decoding;
+// a nil message stays absent rather than becoming JSON null.
+func rawArgs(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
+}
+
+// unwrapApplication returns the upstream's JSON-RPC error itself, so the
+// gateway forwards its code, message and data unchanged.
+func unwrapApplication(err error) error {
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		return wire
+	}
+	return err
+}

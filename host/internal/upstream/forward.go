@@ -1,0 +1,168 @@
+package upstream
+
+/*
+Design note: forwarding a tools/call as bytes.
+
+Through the go-sdk, a proxied call is decoded and re-encoded on both hops,
+and the SDK's JSON decoder allocates a large buffer for every message. For
+tools/call on a process-backed upstream (stdio, plugin) speaking a
+session-based protocol, Forward instead sends the downstream's params as
+they came on the same connection the SDK client uses, with request ids of
+its own ("mcpvisor-fwd-N", which the SDK's integer ids never collide with),
+and takes the result back from the connection's Read before the SDK sees it
+(processconn.go). The call still goes through do(): the breaker, waiting for
+a session, classification, session-gone and process-death handling are the
+same as for every other operation.
+
+HTTP and SSE upstreams take the SDK path: the SDK's streamable client
+connection learns its session's protocol version through an unexported hook
+that any wrapper would hide, so its connection cannot be wrapped the way a
+process's is.
+*/
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// forwardIDPrefix starts the ids of the requests Forward sends.
+const forwardIDPrefix = "mcpvisor-fwd-"
+
+// errConnClosed is wrapped by errors for forwarded calls whose connection
+// ended.
+var errConnClosed = errors.New("connection closed")
+
+// Forward calls a tool with the downstream's params as JSON (already naming
+// the original tool) for the downstream client d (nil: none), and returns
+// the upstream's result as JSON. On a process-backed upstream speaking a
+// session-based protocol the bytes pass through untouched; otherwise the
+// call takes the SDK path and the result is encoded. Recovery is the same
+// as CallTool's.
+func (s *Supervisor) Forward(ctx context.Context, d Downstream, tool string, params json.RawMessage) (json.RawMessage, error) {
+	var out json.RawMessage
+	err := s.do(ctx, d, "tools/call", s.replayable(tool), func(ctx context.Context, sess *session) error {
+		if sess.conn != nil {
+			if ir := sess.cs.InitializeResult(); ir != nil && ir.ProtocolVersion < statelessProtocolVersion {
+				var err error
+				out, err = sess.conn.call(ctx, "tools/call", params)
+				return err
+			}
+		}
+		var p mcp.CallToolParamsRaw
+		if err := json.Unmarshal(params, &p); err != nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		}
+		res, err := sdkCallTool(ctx, sess.cs, p.Meta, &p)
+		if err != nil {
+			return err
+		}
+		out, err = json.Marshal(res)
+		return err
+	})
+	return out, err
+}
+
+// call sends one request with params as they are and waits for its result.
+func (c *processConn) call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	c.mu.Lock()
+	if c.readErr != nil {
+		err := c.readErr
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", mcp.ErrConnectionClosed, err)
+	}
+	c.seq++
+	key := forwardIDPrefix + strconv.FormatUint(c.seq, 10)
+	ch := make(chan *jsonrpc.Response, 1)
+	c.pending[key] = ch
+	c.mu.Unlock()
+	release := func() {
+		c.mu.Lock()
+		delete(c.pending, key)
+		c.mu.Unlock()
+	}
+
+	if err := c.writeRequest(ctx, key, method, params); err != nil {
+		release()
+		return nil, fmt.Errorf("%w: calling %q: %w", mcp.ErrConnectionClosed, method, err)
+	}
+	select {
+	case resp := <-ch:
+		return responseResult(resp)
+	case <-ctx.Done():
+		release()
+		// Tell the upstream, as the SDK does for its own calls; off the
+		// caller's path so a stuck peer cannot delay the return.
+		go func() {
+			p, _ := json.Marshal(&mcp.CancelledParams{RequestID: key, Reason: ctx.Err().Error()})
+			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
+			defer cancel()
+			c.Connection.Write(nctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: p})
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// responseResult returns a forwarded call's result, or its error: an
+// upstream's JSON-RPC error as the *jsonrpc.Error the recovery path
+// classifies.
+func responseResult(resp *jsonrpc.Response) (json.RawMessage, error) {
+	if resp.Error != nil {
+		var wire *jsonrpc.Error
+		if errors.As(resp.Error, &wire) {
+			return nil, wire
+		}
+		return nil, resp.Error
+	}
+	return resp.Result, nil
+}
+
+// requestWriter is a connection that writes a request whose params are
+// already encoded JSON without re-encoding them (wire's line connection).
+type requestWriter interface {
+	WriteRawRequest(id, method string, params json.RawMessage) error
+}
+
+func (c *processConn) writeRequest(ctx context.Context, id, method string, params json.RawMessage) error {
+	if w, ok := c.Connection.(requestWriter); ok {
+		return w.WriteRawRequest(id, method, params)
+	}
+	jid, _ := jsonrpc.MakeID(id)
+	return c.Connection.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: params})
+}
+
+// deliver hands a response to its forwarded call; false if it is not one.
+func (c *processConn) deliver(resp *jsonrpc.Response) bool {
+	key, ok := resp.ID.Raw().(string)
+	if !ok || !strings.HasPrefix(key, forwardIDPrefix) {
+		return false
+	}
+	c.mu.Lock()
+	ch, ok := c.pending[key]
+	delete(c.pending, key)
+	c.mu.Unlock()
+	if ok {
+		ch <- resp
+	}
+	return true
+}
+
+// failPending ends every forwarded call waiting on a connection that is
+// gone.
+func (c *processConn) failPending(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readErr == nil {
+		c.readErr = fmt.Errorf("%w: %w", errConnClosed, err)
+	}
+	for key, ch := range c.pending {
+		delete(c.pending, key)
+		ch <- &jsonrpc.Response{Error: fmt.Errorf("%w: %w", mcp.ErrConnectionClosed, err)}
+	}
+}

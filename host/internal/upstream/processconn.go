@@ -1,0 +1,95 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The go-sdk client retires a call's response as soon as it reads it, but
+// hands notifications to a separate handler goroutine. A progress or log
+// notification the upstream sent just before its result could therefore be
+// forwarded after the downstream already got the result — or dropped,
+// since the call is no longer in flight. processTransport closes that gap
+// for process-backed links: it forwards progress and log notifications from
+// inside Read, so the response behind them is not even read until they
+// have reached the downstream. Its connection also carries the calls
+// Forward makes (forward.go).
+//
+// HTTP links are not wrapped: the SDK's streamable client connection relies
+// on unexported methods a wrapper would hide. There the SDK's own
+// notification handlers forward them, in order but not synchronised with
+// the result.
+type processTransport struct {
+	mcp.Transport
+	s      *Supervisor
+	holder *connHolder
+}
+
+// connHolder hands the wrapped connection back to the supervisor.
+type connHolder struct{ conn *processConn }
+
+func (t processTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pc := &processConn{Connection: c, s: t.s, pending: map[string]chan *jsonrpc.Response{}}
+	if t.holder != nil {
+		t.holder.conn = pc
+	}
+	return pc, nil
+}
+
+// processConn is the connection of a process-backed session.
+type processConn struct {
+	mcp.Connection
+	s *Supervisor
+
+	// Forwarded calls (forward.go), by their request id.
+	mu      sync.Mutex
+	seq     uint64
+	pending map[string]chan *jsonrpc.Response
+	readErr error // set once Read has failed; no forwarded call can complete after
+}
+
+const (
+	methodProgress = "notifications/progress"
+	methodLog      = "notifications/message"
+)
+
+func (c *processConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			c.failPending(err)
+			return msg, err
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok && c.deliver(resp) {
+			continue
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || req.IsCall() {
+			return msg, nil
+		}
+		switch req.Method {
+		case methodProgress:
+			var p mcp.ProgressNotificationParams
+			if json.Unmarshal(req.Params, &p) != nil {
+				return msg, nil
+			}
+			c.s.forwardProgress(&p)
+		case methodLog:
+			var p mcp.LoggingMessageParams
+			if json.Unmarshal(req.Params, &p) != nil {
+				return msg, nil
+			}
+			c.s.forwardLog(&p)
+		default:
+			return msg, nil
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// HTTP server limits for Serve. Every wait a client can cause has a
+// deadline, and nothing a client declares is allocated before it is sent.
+const (
+	// readHeaderTimeout closes a connection whose request head has not
+	// arrived in time, including one that never sends a byte.
+	readHeaderTimeout = 10 * time.Second
+
+	// idleTimeout closes a keep-alive connection with no request in flight.
+	idleTimeout = 2 * time.Minute
+
+	// maxHeaderBytes bounds a request head (net/http's default is 1 MiB;
+	// MCP requests carry a handful of short headers).
+	maxHeaderBytes = 64 << 10
+
+	// shutdownGrace is how long Serve lets requests in flight finish once
+	// its context ends, before it closes the connections still open
+	// (a client's GET stream never ends by itself).
+	shutdownGrace = 2 * time.Second
+)
+
+// StatusReport is what GET /status answers.
+type StatusReport struct {
+	// Version is mcpvisor's version.
+	Version string `json:"version"`
+	// Servers are the servers' states, in config order.
+	Servers []ServerStatus `json:"servers"`
+}
+
+// Handler returns the host's HTTP handler: streamable HTTP MCP at /mcp, the
+// servers' states as JSON at /status (a StatusReport) and a liveness check
+// at /healthz. Every request first passes the ingress checks — a request
+// that reached a loopback address must name a loopback Host (DNS
+// rebinding), a browser's Origin must be loopback, and the host block's
+// bearer token is required when set — and then the middlewares of
+// WithMiddleware.
+func (h *Host) Handler() http.Handler {
+	h.handlerOnce.Do(func() {
+		mux := http.NewServeMux()
+		mux.Handle("/mcp", h.gateway.HTTPHandler())
+		mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			enc.Encode(StatusReport{Version: Version, Servers: h.Status()})
+		})
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "ok\n")
+		})
+		var next http.Handler = mux
+		for i := len(h.opts.middleware) - 1; i >= 0; i-- {
+			next = h.opts.middleware[i](next)
+		}
+		h.handler = newIngress(h.servers.Load().cfg.Host.BearerToken, h.logger.Named("http"), next)
+	})
+	return h.handler
+}
+
+// Serve serves Handler on ln until ctx ends, then shuts down: requests in
+// flight get a short grace, and connections still open after it (clients'
+// GET streams) are closed. It returns nil after a shutdown, or why serving
+// failed. ln is closed either way.
+func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           h.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          h.logger.Named("http").StandardLogger(nil),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// ServeStdio serves one MCP client over the process's stdin and stdout
+// until ctx ends or the client closes stdin. tools/call requests are
+// forwarded as bytes, without the go-sdk server's decoding.
+func (h *Host) ServeStdio(ctx context.Context) error {
+	return h.gateway.ServeStdio(ctx)
+}
+
+// ServeTransport serves one MCP client over t (any go-sdk transport, such
+// as one end of mcp.NewInMemoryTransports) until ctx ends or the client
+// goes away.
+func (h *Host) ServeTransport(ctx context.Context, t mcp.Transport) error {
+	return h.gateway.ServeTransport(ctx, t)
+}
+
+// ingress is the check every HTTP request passes before any endpoint sees
+// it.
+type ingress struct {
+	next      http.Handler
+	logger    interface{ Warn(string, ...any) }
+	needToken bool
+	wantToken [32]byte // SHA-256 of the token: compared in constant time
+}
+
+func newIngress(token string, logger interface{ Warn(string, ...any) }, next http.Handler) *ingress {
+	return &ingress{next: next, logger: logger, needToken: token != "", wantToken: sha256.Sum256([]byte(token))}
+}
+
+func (in *ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// DNS rebinding: a page on evil.example whose name resolves to
+	// 127.0.0.1 reaches a loopback listener with its own name as Host.
+	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
+		if loopbackHost(local.String()) && !loopbackHost(r.Host) {
+			in.logger.Warn("http request refused: Host header is not loopback on a loopback listener", "host", r.Host, "remote", r.RemoteAddr)
+			http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+			return
+		}
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !loopbackOrigin(origin) {
+		in.logger.Warn("http request refused: origin not allowed", "origin", origin, "remote", r.RemoteAddr)
+		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+		return
+	}
+	if in.needToken {
+		got, ok := bearerToken(r.Header.Get("Authorization"))
+		sum := sha256.Sum256([]byte(got))
+		if subtle.ConstantTimeCompare(sum[:], in.wantToken[:]) != 1 || !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpvisor"`)
+			http.Error(w, "Unauthorized: a valid bearer token is required", http.StatusUnauthorized)
+			return
+		}
+	}
+	in.next.ServeHTTP(w, r)
+}
+
+// loopbackHost reports whether a host or host:port names the loopback
+// interface: "localhost" or a loopback IP (the go-sdk's own rule).
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.Trim(hostport, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// loopbackOrigin reports whether origin is http(s) on a loopback host, on
+// any port.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return loopbackHost(u.Host)
+}
+
+// bearerToken extracts the token of an "Authorization: Bearer <token>"
+// value; the scheme is case-insensitive.
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}

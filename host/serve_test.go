@@ -1,0 +1,203 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host"
+	"github.com/mcpvisor/mcpvisor/host/config"
+)
+
+// servedHost starts a host on src with opts, waits for its servers and
+// serves its Handler on a loopback httptest server.
+func servedHost(t *testing.T, src string, opts ...host.Option) (*host.Host, *httptest.Server) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(src), filepath.Join(t.TempDir(), "config.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(cfg, append([]host.Option{host.WithLogger(logger(t))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h.Start(ctx)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		h.Close(ctx)
+	})
+	if err := h.WaitSettled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler())
+	t.Cleanup(srv.Close)
+	return h, srv
+}
+
+// request sends method to path on srv with extra headers ("Host" sets the
+// Host header) and returns the status and body.
+func request(t *testing.T, srv *httptest.Server, method, path string, header map[string]string) (int, string) {
+	t.Helper()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	}
+	req, err := http.NewRequest(method, srv.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Every endpoint sits behind the same ingress checks: a rebinding Host or
+// a foreign Origin is refused on /mcp, /status and /healthz alike.
+func TestIngressChecksEveryEndpoint(t *testing.T) {
+	_, srv := servedHost(t, fmt.Sprintf("server \"echo\" {\n  command = %q\n}\n", bins["echo"]))
+	endpoints := []struct{ method, path string }{{http.MethodPost, "/mcp"}, {http.MethodGet, "/status"}, {http.MethodGet, "/healthz"}}
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"foreign origin", map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+		{"loopback-looking foreign origin", map[string]string{"Origin": "http://localhost.evil.example"}, http.StatusForbidden},
+		{"null origin", map[string]string{"Origin": "null"}, http.StatusForbidden},
+		{"non-loopback Host", map[string]string{"Host": "evil.example:80"}, http.StatusForbidden},
+		{"no origin", nil, http.StatusOK},
+		{"localhost origin", map[string]string{"Origin": "http://localhost:6274"}, http.StatusOK},
+		{"127.0.0.1 origin", map[string]string{"Origin": "http://127.0.0.1:3000"}, http.StatusOK},
+		{"[::1] origin", map[string]string{"Origin": "http://[::1]:8080"}, http.StatusOK},
+	} {
+		for _, ep := range endpoints {
+			t.Run(tc.name+" "+ep.path, func(t *testing.T) {
+				if got, body := request(t, srv, ep.method, ep.path, tc.header); got != tc.want {
+					t.Errorf("status %d (%s), want %d", got, strings.TrimSpace(body), tc.want)
+				}
+			})
+		}
+	}
+	// A session id the host never issued is a 404, so clients know to
+	// start a new session.
+	if got, _ := request(t, srv, http.MethodPost, "/mcp", map[string]string{"Mcp-Session-Id": "no-such-session"}); got != http.StatusNotFound {
+		t.Errorf("unknown session: status %d, want 404", got)
+	}
+}
+
+// With a bearer token configured, every endpoint requires it.
+func TestBearerTokenOnEveryEndpoint(t *testing.T) {
+	_, srv := servedHost(t, fmt.Sprintf("host {\n  auth { bearer_token = \"s3cret-token\" }\n}\nserver \"echo\" {\n  command = %q\n}\n", bins["echo"]))
+	for _, path := range []string{"/mcp", "/status", "/healthz"} {
+		method := http.MethodGet
+		if path == "/mcp" {
+			method = http.MethodPost
+		}
+		for _, tc := range []struct{ name, auth string }{
+			{"missing", ""},
+			{"wrong", "Bearer nope"},
+			{"wrong scheme", "Basic s3cret-token"},
+			{"prefix of the token", "Bearer s3cret"},
+		} {
+			t.Run(path+" "+tc.name, func(t *testing.T) {
+				if got, _ := request(t, srv, method, path, map[string]string{"Authorization": tc.auth}); got != http.StatusUnauthorized {
+					t.Errorf("status %d, want 401", got)
+				}
+			})
+		}
+		t.Run(path+" with token", func(t *testing.T) {
+			if got, body := request(t, srv, method, path, map[string]string{"Authorization": "bearer s3cret-token"}); got != http.StatusOK {
+				t.Errorf("status %d (%s), want 200", got, body)
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "no-token"}, nil)
+	if cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, nil); err == nil {
+		cs.Close()
+		t.Error("a client without the token connected")
+	}
+}
+
+// A middleware set with WithMiddleware sees every request, tools/call
+// included, and only requests that passed the ingress checks.
+func TestMiddlewareSeesToolCalls(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		methods []string
+		hosts   []string
+	)
+	mw := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && r.URL.Path == "/mcp" {
+				b, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(strings.NewReader(string(b)))
+				mu.Lock()
+				if i := strings.Index(string(b), `"method":"`); i >= 0 {
+					m := string(b)[i+len(`"method":"`):]
+					methods = append(methods, m[:strings.IndexByte(m, '"')])
+				}
+				hosts = append(hosts, r.Host)
+				mu.Unlock()
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	_, srv := servedHost(t, fmt.Sprintf("server \"echo\" {\n  command = %q\n}\n", bins["echo"]), host.WithMiddleware(mw))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "seen"}})
+		cs.Close()
+		if err != nil || textOf(t, res.Content[0]) != "seen" {
+			t.Fatalf("%s: call: %v", version, err)
+		}
+	}
+	request(t, srv, http.MethodPost, "/mcp", map[string]string{"Host": "evil.example:80"})
+	mu.Lock()
+	defer mu.Unlock()
+	calls := 0
+	for _, m := range methods {
+		if m == "tools/call" {
+			calls++
+		}
+	}
+	if calls != 2 {
+		t.Errorf("middleware saw %d tools/call requests (methods %v), want 2", calls, methods)
+	}
+	for _, h := range hosts {
+		if strings.HasPrefix(h, "evil") {
+			t.Errorf("middleware saw a request the ingress refused (Host %q)", h)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package host
+
+import (
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+)
+
+// ServerStatus is one server's externally visible state, as `mcpvisor
+// status` and GET /status show it.
+type ServerStatus struct {
+	// Name is the server block's label.
+	Name string `json:"name"`
+	// Transport is "stdio", "streamable-http", "sse" or "plugin".
+	Transport string `json:"transport"`
+	// State is "starting", "ready", "reconnecting", "parked" or "stopped".
+	State string `json:"state"`
+	// Since is when the server entered State.
+	Since time.Time `json:"since"`
+	// Generation counts successful connects; each one is a new session.
+	Generation uint64 `json:"generation"`
+	// Retries is the number of consecutive failures counted against the
+	// retry budget; MaxRetries is the budget.
+	Retries    int `json:"retries"`
+	MaxRetries int `json:"max_retries"`
+	// Breaker is the circuit breaker's state: "closed", "open" or
+	// "half-open"; BreakerFailures its count of consecutive failures.
+	Breaker         string `json:"breaker"`
+	BreakerFailures int    `json:"breaker_failures"`
+	// BreakerRetryAt is when an open breaker lets the next probe through.
+	BreakerRetryAt time.Time `json:"breaker_retry_at,omitzero"`
+	// NextAttempt is when a reconnecting or parked server tries again.
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
+	// LastError says why the last attempt or session failed (credentials
+	// redacted); LastErrorAt is when.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Tools, Resources and Prompts count what the server offers
+	// upstream (resources include templates).
+	Tools     int `json:"tools"`
+	Resources int `json:"resources"`
+	Prompts   int `json:"prompts"`
+	// Pid is the server process's pid for stdio servers that are running.
+	Pid int `json:"pid,omitempty"`
+}
+
+func serverStatus(s upstream.Status) ServerStatus {
+	return ServerStatus(s)
+}
+
+// Tool is one exposed tool.
+type Tool struct {
+	// Tool is the upstream's tool definition under its exposed Name.
+	Tool *mcp.Tool
+	// Server is the server block that offers it.
+	Server string
+	// Original is the tool's name on that server.
+	Original string
+}
