@@ -137,7 +137,7 @@ func freeAddr(b *testing.B) string {
 // started as a real subprocess. When the benchmark ends the session is
 // closed (mcpvisor sees EOF and shuts down) and every process mcpvisor
 // started must be gone.
-func mcpvisorStdio(b *testing.B, path string) *mcp.ClientSession {
+func mcpvisorStdio(b *testing.B, path string) (*mcp.ClientSession, int) {
 	b.Helper()
 	var stderr tailBuffer
 	cmd := exec.Command(bins["mcpvisor"], "run", "--stdio", "-config", path)
@@ -158,13 +158,13 @@ func mcpvisorStdio(b *testing.B, path string) *mcp.ClientSession {
 		cs.Close()
 		checkGone(b, "mcpvisor --stdio", append(desc, cmd.Process.Pid))
 	})
-	return cs
+	return cs, cmd.Process.Pid
 }
 
 // mcpvisorHTTP starts `mcpvisor run -config path` serving streamable HTTP on
-// addr and returns once every server is ready. When the benchmark ends it
-// gets SIGTERM and must exit leaving no process behind.
-func mcpvisorHTTP(b *testing.B, path, addr string) {
+// addr and returns its pid once every server is ready. When the benchmark
+// ends it gets SIGTERM and must exit leaving no process behind.
+func mcpvisorHTTP(b *testing.B, path, addr string) int {
 	b.Helper()
 	var stderr tailBuffer
 	cmd := exec.Command(bins["mcpvisor"], "run", "-config", path)
@@ -224,6 +224,7 @@ func mcpvisorHTTP(b *testing.B, path, addr string) {
 		}
 		return true
 	})
+	return cmd.Process.Pid
 }
 
 // tailBuffer keeps the last 8 KiB written to it: enough of a child's

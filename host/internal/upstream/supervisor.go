@@ -227,9 +227,6 @@ type Supervisor struct {
 	flights   map[uint64]*inflight
 	byToken   map[string]*inflight
 
-	// httpSeq numbers raw HTTP calls (fasthttp.go).
-	httpSeq atomic.Uint64
-
 	wake     chan struct{} // a caller reported a failed generation
 	revive   chan struct{} // leave park / skip backoff now
 	relist   chan struct{} // the upstream said a list changed

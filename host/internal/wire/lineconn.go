@@ -122,52 +122,30 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return err
 }
 
-// WriteRawResult writes a response with a result that is already encoded
+// WriteResult writes a response with a result that is already encoded
 // JSON (one the connection's Read produced, or json.Marshal did), as it is:
 // no re-encoding, so the client gets the upstream's exact bytes.
-func (c *lineConn) WriteRawResult(id jsonrpc.ID, result json.RawMessage) error {
-	buf := append(RawResponse(id, result), '\n')
+func (c *lineConn) WriteResult(id jsonrpc.ID, result json.RawMessage) error {
+	buf := append(EncodeResponse(id, result), '\n')
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_, err := c.w.Write(buf)
 	return err
 }
 
-// RawResponse encodes a response around a result that is already encoded
-// JSON (valid, as a decoded message's result is).
-// AppendID appends id as JSON, as json.Marshal(id.Raw()) encodes it.
-// WriteRawRequest writes a request whose params are already encoded JSON,
+// WriteRequest writes a request whose params are already encoded JSON,
 // as they are.
-func (c *lineConn) WriteRawRequest(id, method string, params json.RawMessage) error {
-	buf := append(RawRequest(id, method, params), '\n')
+func (c *lineConn) WriteRequest(id, method string, params json.RawMessage) error {
+	buf := append(EncodeRequest(id, method, params), '\n')
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_, err := c.w.Write(buf)
 	return err
 }
 
-// RawRequest encodes a request with a string id around params that are
-// already encoded JSON (valid, as a decoded message's params are).
 func (c *lineConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closeErr = errors.Join(c.rc.Close(), c.w.Close())
 	})
 	return c.closeErr
 }
-
-// DecodeMessage decodes one message exactly as jsonrpc.DecodeMessage does
-// (keys matched case-sensitively, the last of duplicate keys winning,
-// trailing data after the object ignored), but keeps params and result raw
-// and allocates a fraction as much: the SDK decodes them into typed values
-// where it needs them, and the raw tools/call path never does. data may be
-// reused by the caller once it returns.
-// DecodeOwnedMessage is DecodeMessage for data the caller hands over: the
-// message's params or result may point into it, so it must not change
-// afterwards. It saves DecodeMessage's copy.
-// decodeMessageSlow is DecodeMessage for input that is not one valid JSON
-// value: json.Decoder reads the first value and ignores the rest, as the
-// SDK's decoder does.
-// buildMessage makes a message of its members' raw values (nil: absent).
-// smallInt parses an integer literal of at most 15 digits (exact as a
-// float64); anything else is left to encoding/json.
-// decodeError decodes an error object with case-sensitive keys.

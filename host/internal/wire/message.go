@@ -10,7 +10,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-func RawResponse(id jsonrpc.ID, result json.RawMessage) []byte {
+// EncodeResponse encodes a response around a result that is already encoded
+// JSON (valid, as a decoded message's result is).
+func EncodeResponse(id jsonrpc.ID, result json.RawMessage) []byte {
 	buf := make([]byte, 0, len(result)+64)
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = AppendID(buf, id)
@@ -19,6 +21,7 @@ func RawResponse(id jsonrpc.ID, result json.RawMessage) []byte {
 	return append(buf, '}')
 }
 
+// AppendID appends id as JSON, as json.Marshal(id.Raw()) encodes it.
 func AppendID(buf []byte, id jsonrpc.ID) []byte {
 	switch v := id.Raw().(type) {
 	case int64:
@@ -30,7 +33,9 @@ func AppendID(buf []byte, id jsonrpc.ID) []byte {
 	return append(buf, b...)
 }
 
-func RawRequest(id, method string, params json.RawMessage) []byte {
+// EncodeRequest encodes a request with a string id around params that are
+// already encoded JSON (valid, as a decoded message's params are).
+func EncodeRequest(id, method string, params json.RawMessage) []byte {
 	buf := make([]byte, 0, len(params)+len(id)+len(method)+48)
 	buf = append(buf, `{"jsonrpc":"2.0","id":`...)
 	buf = append(buf, Quote(id)...)
@@ -43,22 +48,18 @@ func RawRequest(id, method string, params json.RawMessage) []byte {
 	return append(buf, '}')
 }
 
+// DecodeMessage decodes one message exactly as jsonrpc.DecodeMessage does
+// (keys matched case-sensitively, the last of duplicate keys winning,
+// trailing data after the object ignored), but keeps params and result raw
+// and allocates a fraction as much: the SDK decodes them into typed values
+// where it needs them, and a forwarded tools/call never needs. data may be
+// reused by the caller once it returns.
 func DecodeMessage(data []byte) (jsonrpc.Message, error) {
-	return decodeMessage(data, true)
-}
-
-func DecodeOwnedMessage(data []byte) (jsonrpc.Message, error) {
-	return decodeMessage(data, false)
-}
-
-func decodeMessage(data []byte, clone bool) (jsonrpc.Message, error) {
 	if !Valid(data) {
 		// Trailing data, or not JSON at all: the general path decides.
 		return decodeMessageSlow(data)
 	}
-	if clone {
-		data = bytes.Clone(data) // params and result point into it
-	}
+	data = bytes.Clone(data) // params and result point into it
 	var version, id, method, params, result, werr []byte
 	isObject := Members(data, func(key []byte, start, end int) bool {
 		v := data[start:end]
@@ -84,6 +85,9 @@ func decodeMessage(data []byte, clone bool) (jsonrpc.Message, error) {
 	return buildMessage(version, id, method, params, result, werr)
 }
 
+// decodeMessageSlow is DecodeMessage for input that is not one valid JSON
+// value: json.Decoder reads the first value and ignores the rest, as the
+// SDK's decoder does.
 func decodeMessageSlow(data []byte) (jsonrpc.Message, error) {
 	var m map[string]json.RawMessage
 	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
@@ -92,6 +96,7 @@ func decodeMessageSlow(data []byte) (jsonrpc.Message, error) {
 	return buildMessage(m["jsonrpc"], m["id"], m["method"], m["params"], m["result"], m["error"])
 }
 
+// buildMessage makes a message of its members' raw values (nil: absent).
 func buildMessage(version, rawID, method, params, result, werr []byte) (jsonrpc.Message, error) {
 	if string(version) != `"2.0"` {
 		var v string
@@ -141,6 +146,8 @@ func buildMessage(version, rawID, method, params, result, werr []byte) (jsonrpc.
 	return resp, nil
 }
 
+// smallInt parses an integer literal of at most 15 digits (exact as a
+// float64); anything else is left to encoding/json.
 func smallInt(b []byte) (int64, bool) {
 	digits := b
 	if len(digits) > 0 && digits[0] == '-' {
@@ -162,6 +169,7 @@ func smallInt(b []byte) (int64, bool) {
 	return n, true
 }
 
+// decodeError decodes an error object with case-sensitive keys.
 func decodeError(raw json.RawMessage) (*jsonrpc.Error, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {

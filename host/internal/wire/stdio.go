@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"io"
 	"os"
 
@@ -16,17 +17,27 @@ func NewLineTransport(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
 }
 
 // StdioTransport serves the process's own stdin and stdout, for
-// `run --stdio`. Closing its connection leaves fd 0 and fd 1 open: a read
-// pending on stdin ends when the client closes its end or the process
-// exits.
-func StdioTransport() mcp.Transport {
-	return NewLineTransport(nopReadCloser{os.Stdin}, nopWriteCloser{os.Stdout})
+// `run --stdio`.
+//
+// A read of stdin blocks in the kernel until the client writes or closes
+// its end, and closing fd 0 does not end it. So stdin is copied by a
+// goroutine of its own into a pipe the connection reads: closing the
+// connection ends its reads at once (a shutdown never waits for the
+// client), and the copying goroutine ends with the client's next write or
+// with the process. fd 0 and fd 1 themselves are never closed.
+func StdioTransport() mcp.Transport { return stdioTransport{} }
+
+type stdioTransport struct{}
+
+func (stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(pw, os.Stdin)
+		pw.CloseWithError(err) // nil: EOF for the reader
+	}()
+	return NewLineTransport(pr, nopWriteCloser{os.Stdout}).Connect(ctx)
 }
 
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-type nopReadCloser struct{ io.Reader }
-
-func (nopReadCloser) Close() error { return nil }
