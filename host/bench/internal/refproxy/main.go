@@ -4,7 +4,6 @@
 //
 //	refproxy -stdio -- CMD [ARGS...]   copy stdin to CMD and CMD's stdout back
 //	refproxy -http ADDR -to URL        net/http reverse proxy from ADDR to URL
-//	refproxy -http ADDR -to URL -tcp   copy each connection's bytes to URL's host
 //
 // With -http it prints "listening on http://ADDR" to stderr once serving.
 package main
@@ -26,14 +25,11 @@ func main() {
 	stdio := flag.Bool("stdio", false, "relay stdin/stdout to the command after --")
 	listen := flag.String("http", "", "serve a reverse proxy on `addr`")
 	to := flag.String("to", "", "with -http, the upstream base `url`")
-	tcp := flag.Bool("tcp", false, "with -http, relay bytes instead of HTTP requests")
 	flag.Parse()
 	var err error
 	switch {
 	case *stdio && flag.NArg() > 0:
 		err = relay(flag.Args())
-	case *listen != "" && *to != "" && *tcp:
-		err = tcpRelay(*listen, *to)
 	case *listen != "" && *to != "":
 		err = reverseProxy(*listen, *to)
 	default:
@@ -84,37 +80,4 @@ func reverseProxy(addr, to string) error {
 	}
 	fmt.Fprintf(os.Stderr, "listening on http://%s\n", l.Addr())
 	return http.Serve(l, rp)
-}
-
-// tcpRelay copies the bytes of each connection to the upstream's host and
-// back: the least any hop over TCP adds.
-func tcpRelay(addr, to string) error {
-	u, err := url.Parse(to)
-	if err != nil {
-		return err
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "listening on http://%s\n", l.Addr())
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return err
-		}
-		go func() {
-			defer c.Close()
-			up, err := net.Dial("tcp", u.Host)
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			go func() {
-				io.Copy(c, up)
-				c.Close()
-			}()
-			io.Copy(up, c)
-		}()
-	}
 }
