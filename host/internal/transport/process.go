@@ -26,6 +26,7 @@ CommandTransport:
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,12 @@ const (
 
 	// stderrTailLines is how many stderr lines are kept for error messages.
 	stderrTailLines = 20
+
+	// maxStderrLine bounds one logged stderr line. A longer line is cut
+	// (the rest up to its newline is counted and dropped) but never stops
+	// the reading: a server whose stderr pipe closed would die of EPIPE on
+	// its next write.
+	maxStderrLine = 8 << 10
 )
 
 // ProcessConfig describes a stdio server process.
@@ -162,18 +169,47 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 func (p *Process) readStderr(r *os.File, done chan<- struct{}) {
 	defer close(done)
 	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		p.logger.Info(line, "stream", "stderr")
-		p.tailMu.Lock()
-		p.tail = append(p.tail, line)
-		if len(p.tail) > stderrTailLines {
-			p.tail = p.tail[len(p.tail)-stderrTailLines:]
+	br := bufio.NewReaderSize(r, maxStderrLine)
+	for {
+		line, cut, err := readCappedLine(br)
+		if len(line) > 0 || cut > 0 || err == nil {
+			text := string(line)
+			if cut > 0 {
+				text += fmt.Sprintf(" … (%d more bytes of this line not shown)", cut)
+			}
+			p.logger.Info(text, "stream", "stderr")
+			p.tailMu.Lock()
+			p.tail = append(p.tail, text)
+			if len(p.tail) > stderrTailLines {
+				p.tail = p.tail[len(p.tail)-stderrTailLines:]
+			}
+			p.tailMu.Unlock()
 		}
-		p.tailMu.Unlock()
+		if err != nil {
+			return
+		}
 	}
+}
+
+// readCappedLine returns the next line without its line ending, at most
+// the reader's buffer size of it, and how many bytes beyond that it
+// dropped. err is set at the end of input (the line is the last,
+// unterminated one, possibly empty).
+func readCappedLine(br *bufio.Reader) (line []byte, cut int, err error) {
+	line, err = br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		line = bytes.Clone(line)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			var more []byte
+			more, err = br.ReadSlice('\n')
+			cut += len(more)
+		}
+		if err == nil {
+			cut-- // the newline
+		}
+	}
+	line = bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+	return line, cut, err
 }
 
 // Pid is the direct child's process id, which is also its process group id.

@@ -124,3 +124,33 @@ func TestMissingCommand(t *testing.T) {
 		t.Fatalf("err = %v, want one naming the command", err)
 	}
 }
+
+// A stderr line longer than the log takes is cut, and the pipe stays
+// open: the server's next stderr write succeeds (with the pipe closed it
+// would die of SIGPIPE) and is logged too.
+func TestLongStderrLineIsCutNotFatal(t *testing.T) {
+	p, err := transport.StartProcess(transport.ProcessConfig{
+		Command: "sh", Args: []string{"-c", `head -c 2000000 /dev/zero | tr '\0' x >&2; echo >&2; echo still-writing >&2; exit 3`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("exit not detected")
+	}
+	msg := p.Err().Error()
+	if !strings.Contains(msg, "exit status 3") {
+		t.Errorf("Err() = %.300q, want exit status 3 (not a death by SIGPIPE)", msg)
+	}
+	tail := p.StderrTail()
+	if len(tail) < 2 || tail[len(tail)-1] != "still-writing" {
+		t.Fatalf("stderr tail ends %q, want the line after the long one", tail[max(0, len(tail)-1):])
+	}
+	long := tail[len(tail)-2]
+	if !strings.HasPrefix(long, "xxxx") || !strings.Contains(long, "more bytes of this line not shown") || len(long) > 10<<10 {
+		t.Errorf("long line logged as %d bytes: %.120q…", len(long), long)
+	}
+}
