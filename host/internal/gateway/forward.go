@@ -16,6 +16,7 @@ supervisor; only the envelope handling differs.
 */
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -166,17 +167,33 @@ type callTarget struct {
 // forwarded by the SDK path). Params are valid JSON (the connection decoded
 // them); one walk of their top level finds the name, and everything else
 // passes on as it came.
+//
+// What the SDK server would refuse or read differently is left to it:
+// params nested deeper than the SDK allows, and params whose "name" or
+// "_meta" appears twice or in another case ("NAME"). The SDK decodes keys
+// case-sensitively and re-encodes the params it forwards, so the upstream
+// sees one name; forwarded as bytes, an upstream that matches keys
+// case-insensitively (Go's encoding/json) could run a tool other than the
+// one the registry allowed.
 func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
+	if wire.NestedDeeper(params, wire.MaxNesting) {
+		return callTarget{}, false
+	}
 	nameAt, metaAt := [2]int{-1, -1}, [2]int{-1, -1}
+	ambiguous := false
 	if !wire.Members(params, func(key []byte, start, end int) bool {
 		switch string(key) {
 		case "name":
+			ambiguous = ambiguous || nameAt[0] >= 0
 			nameAt = [2]int{start, end}
 		case "_meta":
+			ambiguous = ambiguous || metaAt[0] >= 0
 			metaAt = [2]int{start, end}
+		default:
+			ambiguous = ambiguous || bytes.EqualFold(key, []byte("name")) || bytes.EqualFold(key, []byte("_meta"))
 		}
-		return true
-	}) {
+		return !ambiguous
+	}) || ambiguous {
 		return callTarget{}, false
 	}
 	if nameAt[0] < 0 || params[nameAt[0]] != '"' {

@@ -163,3 +163,27 @@ func digits(b []byte, i int) int {
 func isHex(c byte) bool {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
 }
+
+// MaxNesting is the go-sdk's JSON nesting limit: a message nested deeper
+// is refused by the SDK's decoder, and a go-sdk peer on stdio may end its
+// session on one. What mcpvisor forwards as bytes must stay within it.
+const MaxNesting = 1000
+
+// NestedDeeper reports whether the valid JSON value data nests objects and
+// arrays more than limit levels deep.
+func NestedDeeper(data []byte, limit int) bool {
+	depth := 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			i = skipString(data, i) - 1
+		case '{', '[':
+			if depth++; depth > limit {
+				return true
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return false
+}

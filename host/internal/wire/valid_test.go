@@ -55,3 +55,25 @@ func BenchmarkValid(b *testing.B) {
 		}
 	})
 }
+
+func TestNestedDeeper(t *testing.T) {
+	for _, tc := range []struct {
+		data  string
+		limit int
+		want  bool
+	}{
+		{`1`, 0, false},
+		{`{}`, 0, true},
+		{`{}`, 1, false},
+		{`[[1],{"a":[2]}]`, 2, true},
+		{`[[1],{"a":[2]}]`, 3, false},
+		{`{"a":"[[[[{{{{"}`, 1, false},
+		{`{"a":"\"[[["}`, 1, false},
+		{strings.Repeat("[", 1001) + strings.Repeat("]", 1001), MaxNesting, true},
+		{strings.Repeat("[", 1000) + strings.Repeat("]", 1000), MaxNesting, false},
+	} {
+		if got := NestedDeeper([]byte(tc.data), tc.limit); got != tc.want {
+			t.Errorf("NestedDeeper(%.40q, %d) = %v, want %v", tc.data, tc.limit, got, tc.want)
+		}
+	}
+}
