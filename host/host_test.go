@@ -1030,3 +1030,46 @@ func statusOf(t *testing.T, h *host.Host, name string) host.ServerStatus {
 	t.Fatalf("no server %q", name)
 	return host.ServerStatus{}
 }
+
+// A legacy SSE upstream becomes ready and answers calls, its session
+// outlives the connect handshake, and after the server restarts on the
+// same address the supervisor reconnects and calls succeed again.
+func TestSSEUpstreamServesAndReconnects(t *testing.T) {
+	up := testutil.StartServer(t, bins["echo"], "-sse", "127.0.0.1:0")
+	addr := strings.TrimSuffix(strings.TrimPrefix(up.URL, "http://"), "/sse")
+	src := fmt.Sprintf(`server "echo" {
+  url       = %q
+  transport = "sse"
+}
+`, up.URL)
+	h, cs := startHost(t, src, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	call := func(text string) error {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": text}})
+		if err == nil && textOf(t, res.Content[0]) != text {
+			err = fmt.Errorf("answer %q", textOf(t, res.Content[0]))
+		}
+		return err
+	}
+	if err := call("first"); err != nil {
+		t.Fatal(err)
+	}
+	// Past the connect handshake's own lifetime, the stream still serves.
+	time.Sleep(200 * time.Millisecond)
+	if err := call("second"); err != nil {
+		t.Fatal(err)
+	}
+	gen := statusOf(t, h, "echo").Generation
+
+	syscall.Kill(-up.Cmd.Process.Pid, syscall.SIGKILL)
+	up.Cmd.Wait()
+	testutil.StartServer(t, bins["echo"], "-sse", addr)
+	testutil.Eventually(t, 30*time.Second, "a new session with the restarted server", func() bool {
+		st := statusOf(t, h, "echo")
+		return st.State == "ready" && st.Generation > gen
+	})
+	if err := call("after restart"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -105,28 +105,66 @@ type httpDialer struct {
 }
 
 func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
-	var t mcp.Transport
+	l := &httpLink{done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
 	if d.sse {
-		t = &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: d.client}
+		l.t = &sseTransport{t: &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: d.client}, linkCtx: l.ctx}
 	} else {
 		// MaxRetries -1: the SDK must not quietly retry a dead session for
 		// us; the supervisor owns reconnects and counts them.
-		t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: -1}
+		l.t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: -1}
 	}
-	return &httpLink{t: t, done: make(chan struct{})}, nil
+	return l, nil
 }
 
 type httpLink struct {
-	t    mcp.Transport
-	done chan struct{}
+	t      mcp.Transport
+	done   chan struct{}
+	ctx    context.Context // the link's lifetime: ends with Close
+	cancel context.CancelFunc
 }
 
 func (l *httpLink) Transport() mcp.Transport { return l.t }
 func (l *httpLink) Done() <-chan struct{}    { return l.done }
 func (l *httpLink) Err() error               { return nil }
 
-// Close does nothing: the session's Close releases the SDK's side.
-func (l *httpLink) Close(context.Context) error { return nil }
+// Close ends what the link holds open (a legacy SSE stream); the session's
+// Close releases the SDK's side.
+func (l *httpLink) Close(context.Context) error {
+	l.cancel()
+	return nil
+}
+
+// sseTransport connects the SDK's legacy SSE client so that its event
+// stream lives as long as the link. The SDK ties that GET request to the
+// context Connect is given, and the supervisor's connect context ends when
+// the initialize handshake is done (or at connect_timeout): the stream
+// would end with it, and the server with it. The connect context still
+// bounds opening the stream.
+type sseTransport struct {
+	t       *mcp.SSEClientTransport
+	linkCtx context.Context
+}
+
+func (s *sseTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	streamCtx, cancel := context.WithCancel(s.linkCtx)
+	stop := context.AfterFunc(ctx, cancel)
+	conn, err := s.t.Connect(streamCtx)
+	if !stop() {
+		// ctx ended while the stream was opening.
+		cancel()
+		if err == nil {
+			conn.Close()
+			err = ctx.Err()
+		}
+		return nil, err
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return conn, nil
+}
 
 // upstreamRoundTripper adds the block's headers to every request and turns
 // an HTTP 401 into an error wrapping recovery.ErrUnauthorized, so auth
