@@ -80,25 +80,35 @@ var nameArtifacts = map[string]string{
 
 // TestConformanceServerEverything repeats the parity check with a
 // third-party upstream: npm's @modelcontextprotocol/server-everything,
-// directly on its own streamable HTTP endpoint and then as a stdio upstream
-// of mcpvisor. It is not the suite's reference server and fails many
-// scenarios directly; what matters is that nothing passing directly does
-// worse through mcpvisor.
+// directly on its own streamable HTTP endpoint and then as an upstream of
+// mcpvisor over each of its transports: stdio, streamable HTTP and legacy
+// SSE. It is not the suite's reference server and fails many scenarios
+// directly; what matters is that nothing passing directly does worse
+// through mcpvisor.
 func TestConformanceServerEverything(t *testing.T) {
 	tl := requireTools(t)
-	addr := freeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(tl.Node22, tl.NpmEverything, "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+port)
-	p := startProcess(t, "server-everything", cmd)
-	directURL := "http://" + addr + "/mcp"
-	waitListening(t, p, addr)
-	direct := runSuite(t, directURL)
+	startEverything := func(mode string) string {
+		addr := freeAddr(t)
+		_, port, _ := net.SplitHostPort(addr)
+		cmd := exec.Command(tl.Node22, tl.NpmEverything, mode)
+		cmd.Env = append(os.Environ(), "PORT="+port)
+		p := startProcess(t, "server-everything "+mode, cmd)
+		waitListening(t, p, addr)
+		return addr
+	}
+	direct := runSuite(t, "http://"+startEverything("streamableHttp")+"/mcp")
 
-	url := startMcpvisor(t, fmt.Sprintf("command = %s\n  args    = [%s, \"stdio\"]",
-		strconv.Quote(tl.Node22), strconv.Quote(tl.NpmEverything)), "echo")
-	via := runSuite(t, url)
-	checkParity(t, direct, via, nameArtifacts)
+	upstreams := []struct{ name, attrs string }{
+		{"stdio", fmt.Sprintf("command = %s\n  args    = [%s, \"stdio\"]", strconv.Quote(tl.Node22), strconv.Quote(tl.NpmEverything))},
+		{"streamable-http", fmt.Sprintf("url = %s", strconv.Quote("http://"+startEverything("streamableHttp")+"/mcp"))},
+		{"sse", fmt.Sprintf("url = %s\n  transport = \"sse\"", strconv.Quote("http://"+startEverything("sse")+"/sse"))},
+	}
+	for _, up := range upstreams {
+		t.Run(up.name, func(t *testing.T) {
+			via := runSuite(t, startMcpvisor(t, up.attrs, "echo"))
+			checkParity(t, direct, via, nameArtifacts)
+		})
+	}
 }
 
 // checkOutcomes fails the test for every scenario whose outcome is not
