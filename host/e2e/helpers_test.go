@@ -258,8 +258,12 @@ func startServer(t *testing.T, name string, cleanExit bool, env testEnv, cmd *ex
 	return h
 }
 
-// waitReady polls the endpoint with an initialize request until it answers 2xx.
+// waitReady polls the endpoint with an initialize request until it answers
+// 2xx; a legacy SSE endpoint (…/sse) is polled by opening its event stream.
 func (h *hostProcess) waitReady(ctx context.Context) error {
+	if strings.HasSuffix(h.URL, "/sse") {
+		return h.waitStream(ctx)
+	}
 	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpvisor-e2e-probe","version":"0"}}}`
 	var last error
 	for {
@@ -290,6 +294,35 @@ func (h *hostProcess) waitReady(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), last)
 		case <-h.exited:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitStream polls a legacy SSE endpoint until it opens an event stream.
+func (h *hostProcess) waitStream(ctx context.Context) error {
+	var last error
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				return nil
+			}
+			last = fmt.Errorf("HTTP %s", resp.Status)
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), last)
+		case <-h.exited:
+			return fmt.Errorf("%s exited before it was ready: %v", h.name, h.err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -32,7 +32,7 @@ func (s *Supervisor) CallTool(ctx context.Context, d Downstream, params *mcp.Cal
 	}
 	err := s.do(ctx, nil, "tools/call", s.replayable(params.Name), func(ctx context.Context, sess *session) error {
 		var err error
-		res, err = sdkCallTool(ctx, sess.cs, meta, params)
+		res, err = sdkCallTool(ctx, sess, meta, params)
 		return err
 	})
 	return res, err
@@ -47,9 +47,9 @@ func (s *Supervisor) replayable(tool string) bool {
 
 // sdkCallTool calls a tool through the SDK client with the downstream's
 // raw params (meta may replace theirs).
-func sdkCallTool(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
-	return cs.CallTool(ctx, &mcp.CallToolParams{
-		Meta:           meta,
+func sdkCallTool(ctx context.Context, sess *session, meta mcp.Meta, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	return sess.cs.CallTool(ctx, &mcp.CallToolParams{
+		Meta:           sess.bridgeMeta(meta),
 		Name:           p.Name,
 		Arguments:      rawArgs(p.Arguments),
 		InputResponses: p.InputResponses,
@@ -64,7 +64,9 @@ func (s *Supervisor) ReadResource(ctx context.Context, d Downstream, params *mcp
 	err := s.do(ctx, d, "resources/read", true, func(ctx context.Context, sess *session) error {
 		cs := sess.cs
 		var err error
-		res, err = cs.ReadResource(ctx, params)
+		p := *params
+		p.Meta = sess.bridgeMeta(p.Meta)
+		res, err = cs.ReadResource(ctx, &p)
 		return err
 	})
 	return res, err
@@ -125,7 +127,9 @@ func (s *Supervisor) GetPrompt(ctx context.Context, d Downstream, params *mcp.Ge
 	err := s.do(ctx, d, "prompts/get", true, func(ctx context.Context, sess *session) error {
 		cs := sess.cs
 		var err error
-		res, err = cs.GetPrompt(ctx, params)
+		p := *params
+		p.Meta = sess.bridgeMeta(p.Meta)
+		res, err = cs.GetPrompt(ctx, &p)
 		return err
 	})
 	return res, err
@@ -138,7 +142,9 @@ func (s *Supervisor) Complete(ctx context.Context, d Downstream, params *mcp.Com
 	err := s.do(ctx, d, "completion/complete", true, func(ctx context.Context, sess *session) error {
 		cs := sess.cs
 		var err error
-		res, err = cs.Complete(ctx, params)
+		p := *params
+		p.Meta = sess.bridgeMeta(p.Meta)
+		res, err = cs.Complete(ctx, &p)
 		return err
 	})
 	return res, err
@@ -148,7 +154,9 @@ func (s *Supervisor) Complete(ctx context.Context, d Downstream, params *mcp.Com
 func (s *Supervisor) Subscribe(ctx context.Context, params *mcp.SubscribeParams) error {
 	return s.do(ctx, nil, "resources/subscribe", true, func(ctx context.Context, sess *session) error {
 		cs := sess.cs
-		return cs.Subscribe(ctx, params)
+		p := *params
+		p.Meta = sess.bridgeMeta(p.Meta)
+		return cs.Subscribe(ctx, &p)
 	})
 }
 
@@ -156,7 +164,9 @@ func (s *Supervisor) Subscribe(ctx context.Context, params *mcp.SubscribeParams)
 func (s *Supervisor) Unsubscribe(ctx context.Context, params *mcp.UnsubscribeParams) error {
 	return s.do(ctx, nil, "resources/unsubscribe", true, func(ctx context.Context, sess *session) error {
 		cs := sess.cs
-		return cs.Unsubscribe(ctx, params)
+		p := *params
+		p.Meta = sess.bridgeMeta(p.Meta)
+		return cs.Unsubscribe(ctx, &p)
 	})
 }
 

@@ -59,7 +59,7 @@ func (s *Supervisor) Forward(ctx context.Context, d Downstream, tool string, par
 		if err := json.Unmarshal(params, &p); err != nil {
 			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
-		res, err := sdkCallTool(ctx, sess.cs, p.Meta, &p)
+		res, err := sdkCallTool(ctx, sess, p.Meta, &p)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,65 @@
+package upstream
+
+/*
+Design note: protocol-version bridging.
+
+Each upstream session speaks the version mcpvisor negotiated with that
+server, whatever version the downstream client that caused a request
+speaks. A 2026-07-28 client (SEP-2575) sends its version, identity and
+capabilities in every request's _meta; forwarded as they are to a session
+on an older version, they make the go-sdk client announce 2026-07-28 in
+the request's Mcp-Protocol-Version header, and a server that does not
+speak it refuses the request (HTTP 400) — every request, for every
+client. So on the way up those keys are dropped for older sessions; the
+session's own version and client identity are mcpvisor's. Results need no
+translation on the way down: the SDK server encodes them for the
+downstream's version.
+*/
+
+import (
+	"maps"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// perRequestMetaKeys are the _meta keys of SEP-2575 (2026-07-28) that
+// describe the client rather than the request.
+var perRequestMetaKeys = []string{
+	mcp.MetaKeyProtocolVersion,
+	mcp.MetaKeyClientInfo,
+	mcp.MetaKeyClientCapabilities,
+	mcp.MetaKeyLogLevel,
+}
+
+// bridgeMeta returns a request's _meta as the session's version expects
+// it: without the per-request client keys on a session older than
+// 2026-07-28. meta itself is never modified.
+func (sess *session) bridgeMeta(meta mcp.Meta) mcp.Meta {
+	if len(meta) == 0 || sess.version() >= statelessProtocolVersion {
+		return meta
+	}
+	var out mcp.Meta
+	for _, k := range perRequestMetaKeys {
+		if _, ok := meta[k]; ok {
+			if out == nil {
+				out = maps.Clone(meta)
+			}
+			delete(out, k)
+		}
+	}
+	if out == nil {
+		return meta
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// version is the protocol version the session negotiated.
+func (sess *session) version() string {
+	if ir := sess.cs.InitializeResult(); ir != nil {
+		return ir.ProtocolVersion
+	}
+	return ""
+}
