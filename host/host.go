@@ -70,6 +70,11 @@ type Host struct {
 
 	handlerOnce sync.Once
 	handler     http.Handler
+
+	// roots are the roots of the downstream client that last connected
+	// with roots or changed them; every server gets them (setRoots).
+	rootsMu sync.Mutex
+	roots   []*mcp.Root
 }
 
 // serverSet is an immutable snapshot of the running supervisors.
@@ -108,6 +113,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		Logger:   o.logger.Named("gateway"),
 		Registry: h.registry,
 		Backend:  backend{h},
+		OnRoots:  h.setRoots,
 	})
 	sink.g = h.gateway
 
@@ -146,6 +152,20 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 			h.gateway.NotifyResourceUpdated(context.Background(), p.URI)
 		},
 	}), nil
+}
+
+// setRoots hands the roots of the downstream client that last connected
+// with roots, or changed them, to every server: an upstream that asks for
+// roots while no call of a client is in flight gets these, and is told
+// when they change (docs/proxy.md, "Roots").
+func (h *Host) setRoots(roots []*mcp.Root) {
+	h.rootsMu.Lock()
+	defer h.rootsMu.Unlock()
+	h.roots = roots
+	set := h.servers.Load()
+	for _, name := range set.order {
+		set.sups[name].SetRoots(roots)
+	}
 }
 
 // specsOf is how the registry exposes each server block of cfg.
@@ -436,6 +456,11 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, er
 	}
 	h.registry.SetSpecs(specsOf(cfg))
 	h.servers.Store(next)
+	h.rootsMu.Lock()
+	for _, sup := range toStart {
+		sup.SetRoots(h.roots)
+	}
+	h.rootsMu.Unlock()
 	if h.started {
 		for _, sup := range toStart {
 			sup.Start()

@@ -183,3 +183,64 @@ func jsonOf(t *testing.T, v any) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// TestRootsReachEverything: npm's server-everything asks for the client's
+// roots once, right after its own initialize, caches them, and asks again
+// only when told they changed. Through mcpvisor its session outlives any
+// one client, so mcpvisor tells its upstreams whenever a client with roots
+// connects or changes its roots, and answers their roots/list with that
+// client's roots: the server's log says it received them, and its
+// get-roots-list reports them.
+func TestRootsReachEverything(t *testing.T) {
+	t.Parallel()
+	tl := requireTools(t)
+	env := newTestEnv(t)
+	listen := freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf("host { listen = %s }\n\nserver \"everything\" {\n  command = %s\n  args = [%s, \"stdio\"]\n}\n",
+		hclString(listen), hclString(tl.Node22), hclString(tl.Everything)))
+	h := startHost(t, tl, env, cfg, listen)
+
+	logs := make(chan string, 100)
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-roots", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			select {
+			case logs <- fmt.Sprint(req.Params.Data):
+			default:
+			}
+		},
+	})
+	c.AddRoots(&mcp.Root{URI: "file:///work/first", Name: "first"})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.URL, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	waitForTool(t, ctx, cs, "everything__get-roots-list")
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The client's roots change: the server must hear of it and ask again,
+	// with no call of the client in flight.
+	c.AddRoots(&mcp.Root{URI: "file:///work/second", Name: "second"})
+	for want := "Roots updated: 2 root(s) received from client"; ; {
+		select {
+		case l := <-logs:
+			if l == want {
+				goto asked
+			}
+		case <-ctx.Done():
+			t.Fatalf("server-everything never logged %q: it was not told the roots changed, or was not answered with the client's", want)
+		}
+	}
+asked:
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__get-roots-list"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jsonOf(t, res.Content); !strings.Contains(got, "file:///work/first") || !strings.Contains(got, "file:///work/second") {
+		t.Errorf("get-roots-list through mcpvisor does not report both roots:\n%s", got)
+	}
+}

@@ -82,7 +82,17 @@ type Options struct {
 	// SessionTimeout closes an HTTP session that has seen no request for
 	// this long; zero keeps idle sessions until the client deletes them.
 	SessionTimeout time.Duration
+
+	// OnRoots, if set, receives the roots of a downstream client that
+	// declared the roots capability, each time one initializes or says its
+	// roots changed (session-based protocol versions only: 2026-07-28 has
+	// no server-to-client requests outside a request). It runs on a
+	// goroutine of its own.
+	OnRoots func(roots []*mcp.Root)
 }
+
+// rootsTimeout bounds asking a downstream client for its roots.
+const rootsTimeout = 10 * time.Second
 
 // Gateway is the downstream MCP server. It implements registry.Sink.
 type Gateway struct {
@@ -142,6 +152,12 @@ func New(opts Options) *Gateway {
 		CompletionHandler:  g.complete,
 		SubscribeHandler:   g.subscribe,
 		UnsubscribeHandler: g.unsubscribe,
+		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
+			g.fetchRoots(req.Session)
+		},
+		RootsListChangedHandler: func(_ context.Context, req *mcp.RootsListChangedRequest) {
+			g.fetchRoots(req.Session)
+		},
 	})
 	return g
 }
@@ -177,6 +193,30 @@ func (g *Gateway) ServeTransport(ctx context.Context, t mcp.Transport) error {
 	case err := <-done:
 		return err
 	}
+}
+
+// fetchRoots asks a downstream client that has roots for them and hands
+// them to Options.OnRoots, off the session's handler goroutine (the answer
+// is read by it).
+func (g *Gateway) fetchRoots(ss *mcp.ServerSession) {
+	if g.opts.OnRoots == nil || ss == nil {
+		return
+	}
+	ip := ss.InitializeParams()
+	if ip == nil || ip.ProtocolVersion >= statelessProtocolVersion || ip.Capabilities == nil ||
+		(ip.Capabilities.RootsV2 == nil && !ip.Capabilities.Roots.ListChanged) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), rootsTimeout)
+		defer cancel()
+		res, err := ss.ListRoots(ctx, &mcp.ListRootsParams{})
+		if err != nil {
+			g.logger.Debug("asking a client for its roots failed", "error", err)
+			return
+		}
+		g.opts.OnRoots(res.Roots)
+	}()
 }
 
 // NotifyResourceUpdated tells every downstream session subscribed to uri

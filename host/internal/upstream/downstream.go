@@ -174,8 +174,8 @@ func (s *Supervisor) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpd
 
 // rootsMiddleware answers an upstream's roots/list with the roots of the
 // downstream client whose request is in flight; with none, the SDK client's
-// own (empty) root list answers, which tells the upstream nothing about the
-// host's filesystem.
+// own root list answers: the roots of the downstream client that last
+// connected with roots or changed them (SetRoots), or none before any did.
 func (s *Supervisor) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "roots/list" {
@@ -190,5 +190,37 @@ func (s *Supervisor) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			p = &mcp.ListRootsParams{}
 		}
 		return f.d.ListRoots(f.ctx, p)
+	}
+}
+
+// SetRoots makes roots the server's roots when no downstream request is in
+// flight (see rootsMiddleware). When they differ from the current ones, the
+// upstream is told with notifications/roots/list_changed, so a server that
+// asked once (right after initialize) asks again.
+func (s *Supervisor) SetRoots(roots []*mcp.Root) {
+	s.rootsMu.Lock()
+	defer s.rootsMu.Unlock()
+	keep := map[string]bool{}
+	for _, r := range roots {
+		keep[r.URI] = true
+	}
+	var gone []string
+	for uri := range s.roots {
+		if !keep[uri] {
+			gone = append(gone, uri)
+		}
+	}
+	var changed []*mcp.Root
+	for _, r := range roots {
+		if old, ok := s.roots[r.URI]; !ok || old.Name != r.Name {
+			changed = append(changed, r)
+		}
+	}
+	// The SDK client notifies its sessions only when its list changes.
+	s.client.RemoveRoots(gone...)
+	s.client.AddRoots(changed...)
+	s.roots = map[string]*mcp.Root{}
+	for _, r := range roots {
+		s.roots[r.URI] = r
 	}
 }

@@ -221,6 +221,10 @@ type Supervisor struct {
 	changed     chan struct{} // closed and replaced on every change
 	catalog     *registry.Catalog
 
+	// rootsMu guards roots, the roots SetRoots last gave the SDK client.
+	rootsMu sync.Mutex
+	roots   map[string]*mcp.Root
+
 	// flightMu guards the in-flight downstream calls (downstream.go).
 	flightMu  sync.Mutex
 	flightSeq uint64
