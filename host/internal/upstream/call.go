@@ -228,6 +228,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		// new session cannot double a side effect.
 		retry = true
 	case recovery.ProcessDied:
+		sess.diedInCall.Store(true)
 		s.strike(op)
 		retry = replayable
 	default: // Transport
@@ -267,6 +268,12 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 	}
 	if class2 != recovery.SessionGone {
 		s.strike(op)
+	}
+	if class2 == recovery.ProcessDied {
+		next.diedInCall.Store(true)
+		s.reportFailed(next.gen, err2)
+		return &recovery.Error{Server: s.name, Op: op, Class: class2,
+			Reason: "the server exited twice while handling this call (once more when it was replayed); not retried again", Err: err2}
 	}
 	s.reportFailed(next.gen, err2)
 	return &recovery.Error{Server: s.name, Op: op, Class: class2, Reason: "retry on a new session failed too", Err: err2}

@@ -174,6 +174,11 @@ type session struct {
 	// proven is set by the first call that succeeds on the session, the
 	// one that tells the supervisor (later ones need not wake it).
 	proven atomic.Bool
+	// diedInCall is set when the process died with a call in flight:
+	// possibly that call's doing (a request that crashes the server), so
+	// the death is not charged to the retry budget that parks the server
+	// for every client; the breaker still counts it.
+	diedInCall atomic.Bool
 }
 
 func (s *session) isDead() bool {
@@ -439,7 +444,9 @@ func (s *Supervisor) run() {
 			if healthy {
 				failures = 0
 			}
-			failures++
+			if !sess.diedInCall.Load() {
+				failures++
+			}
 			if deathErr != nil {
 				s.recordError(deathErr)
 				s.logger.Warn("server connection lost", "generation", sess.gen, "error", recovery.Redact(deathErr.Error()))

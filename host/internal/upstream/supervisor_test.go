@@ -874,3 +874,29 @@ func TestCallTimeoutEndsSlowCall(t *testing.T) {
 		}
 	}
 }
+
+// A request that crashes the server is one caller's problem: the deaths it
+// causes are not charged to the retry budget, so it cannot park the server
+// for everyone. Here the budget is one retry; six crashing calls in a row
+// (each on a fresh process that no call has proven yet) leave the server
+// ready and answering.
+func TestCrashingCallsDoNotParkTheServer(t *testing.T) {
+	srv := stdioServer("echo", echoBin)
+	srv.Reconnect.MaxRetries = 1
+	h := start(t, srv, nil)
+	h.waitState("ready", 1)
+	for i := range 6 {
+		_, err := call(context.Background(), h.sup, "crash", "")
+		var re *recovery.Error
+		if !errors.As(err, &re) || re.Class != recovery.ProcessDied {
+			t.Fatalf("crash %d: err = %v, want process_died", i+1, err)
+		}
+		st := h.waitState("ready", uint64(i+2))
+		if st.State != "ready" {
+			t.Fatalf("after crash %d the server is %s", i+1, st.State)
+		}
+	}
+	if _, err := call(context.Background(), h.sup, "echo", `{"text":"still here"}`); err != nil {
+		t.Fatalf("call after the crashes: %v", err)
+	}
+}
