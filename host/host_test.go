@@ -1073,3 +1073,66 @@ func TestSSEUpstreamServesAndReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// SIGTERM to `mcpvisor run` with idle HTTP clients connected (a
+// session-based client holds its GET stream open) exits 0 within 2 s: the
+// streams are ended at once instead of holding the shutdown for its grace.
+func TestRunSIGTERMWithIdleHTTPClients(t *testing.T) {
+	addr := freePort(t)
+	cfgPath := filepath.Join(t.TempDir(), "config.hcl")
+	src := fmt.Sprintf("host {\n  listen = %q\n}\nserver \"echo\" {\n  command = %q\n}\n", addr, bins["echo"])
+	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bins["mcpvisor"], "run", "-config", cfgPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr testutil.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	testutil.Eventually(t, 60*time.Second, "mcpvisor serving", func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "idle"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	desc := testutil.Descendants(cmd.Process.Pid)
+
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("mcpvisor exited with %v after SIGTERM\n%s", err, stderr.String())
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("SIGTERM to exit took %s, want at most 2s\n%s", took.Round(time.Millisecond), stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("mcpvisor did not exit within 30s of SIGTERM\n%s", stderr.String())
+	}
+	for _, pid := range desc {
+		if testutil.Alive(pid) {
+			t.Errorf("process %d outlived mcpvisor", pid)
+		}
+	}
+}

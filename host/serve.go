@@ -33,8 +33,9 @@ const (
 	maxHeaderBytes = 64 << 10
 
 	// shutdownGrace is how long Serve lets requests in flight finish once
-	// its context ends, before it closes the connections still open
-	// (a client's GET stream never ends by itself).
+	// its context ends, before it closes the connections still open.
+	// Clients' GET streams, which never end by themselves, are ended
+	// first, at once.
 	shutdownGrace = 2 * time.Second
 )
 
@@ -80,8 +81,22 @@ func (h *Host) Handler() http.Handler {
 // GET streams) are closed. It returns nil after a shutdown, or why serving
 // failed. ln is closed either way.
 func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
+	// A client's standalone GET stream is a request that never ends: it
+	// would hold Shutdown for its whole grace. It is ended the moment
+	// shutdown starts; the client sees its stream close.
+	streams, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	handler := h.Handler()
 	srv := &http.Server{
-		Handler:           h.Handler(),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				ctx, cancel := context.WithCancel(r.Context())
+				defer cancel()
+				defer context.AfterFunc(streams, cancel)()
+				r = r.WithContext(ctx)
+			}
+			handler.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -95,6 +110,7 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
+	endStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
