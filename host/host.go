@@ -114,6 +114,12 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		Registry: h.registry,
 		Backend:  backend{h},
 		OnRoots:  h.setRoots,
+		OnToolsList: func() {
+			set := h.servers.Load()
+			for _, name := range set.order {
+				set.sups[name].Nudge()
+			}
+		},
 	})
 	sink.g = h.gateway
 
@@ -288,6 +294,10 @@ func (h *Host) Tools() []Tool {
 // call goes through the same supervision and recovery as a gateway call.
 func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
 	e, ok := h.registry.LookupTool(name)
+	if !ok {
+		// A tool of a parked or restarting server still reaches it.
+		e, ok = h.registry.LookupDormant(name)
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w %q: not exposed by any ready server (see `mcpvisor tools`)", ErrUnknownTool, name)
 	}

@@ -1136,3 +1136,63 @@ func TestRunSIGTERMWithIdleHTTPClients(t *testing.T) {
 		}
 	}
 }
+
+// A parked server comes back by use: a client that still has the old tool
+// list calls one of its tools. Before the breaker's cooldown the call says
+// the server is parked and when it will be tried; after it, the call is the
+// half-open probe: the server starts, the call goes through, and the tools
+// return (the client is told). A tools/list after the cooldown also nudges
+// a parked server to start, without waiting for it.
+func TestParkedServerRevivedByUse(t *testing.T) {
+	src := fmt.Sprintf(`server "echo" {
+  command = %q
+  reconnect {
+    max_retries  = 0
+    parked_retry = "1h"
+  }
+  breaker {
+    cooldown = "500ms"
+  }
+}
+`, bins["echo"])
+	changed := make(chan struct{}, 16)
+	h, cs := startHost(t, src, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	park := func() {
+		t.Helper()
+		syscall.Kill(statusOf(t, h, "echo").Pid, syscall.SIGKILL)
+		testutil.Eventually(t, 30*time.Second, "the server to park", func() bool {
+			return statusOf(t, h, "echo").State == "parked"
+		})
+		testutil.Eventually(t, 30*time.Second, "its tools to be withdrawn", func() bool {
+			return !slices.Contains(toolNames(t, cs), "echo__echo")
+		})
+	}
+	park()
+
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "too early"}})
+	if err == nil || !strings.Contains(err.Error(), "parked") || !strings.Contains(err.Error(), "next attempt") {
+		t.Fatalf("call before the cooldown: %v, want an error saying the server is parked and when it is tried next", err)
+	}
+	time.Sleep(600 * time.Millisecond) // past the cooldown
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "revived"}})
+	if err != nil || textOf(t, res.Content[0]) != "revived" {
+		t.Fatalf("call after the cooldown: %v, want it to revive the server and go through", err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the tools to return", func() bool {
+		return slices.Contains(toolNames(t, cs), "echo__echo")
+	})
+
+	park()
+	time.Sleep(600 * time.Millisecond)
+	toolNames(t, cs) // a tools/list nudges the parked server
+	testutil.Eventually(t, 30*time.Second, "the server revived by a tools/list", func() bool {
+		return statusOf(t, h, "echo").State == "ready"
+	})
+}

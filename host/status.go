@@ -21,8 +21,9 @@ type ServerStatus struct {
 	Since time.Time `json:"since"`
 	// Generation counts successful connects; each one is a new session.
 	Generation uint64 `json:"generation"`
-	// Retries is the number of consecutive failures counted against the
-	// retry budget; MaxRetries is the budget.
+	// Retries is how many retries the current run of consecutive failures
+	// has made (the first failure is not a retry); MaxRetries is the
+	// budget: the server parks when that many retries have failed too.
 	Retries    int `json:"retries"`
 	MaxRetries int `json:"max_retries"`
 	// Breaker is the circuit breaker's state: "closed", "open" or

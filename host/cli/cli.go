@@ -445,7 +445,7 @@ func statusCmd(args []string, stdio IO) int {
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tGEN\tRETRIES\tBREAKER\tTOOLS\tLAST ERROR")
 	for _, s := range doc.Servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%d\t%s\n", s.Name, s.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d of %d\t%s\t%d\t%s\n", s.Name, s.State,
 			s.Since.Local().Format(time.TimeOnly), s.Generation, s.Retries, s.MaxRetries,
 			s.Breaker, s.Tools, s.LastError)
 	}

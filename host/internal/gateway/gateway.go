@@ -89,6 +89,11 @@ type Options struct {
 	// no server-to-client requests outside a request). It runs on a
 	// goroutine of its own.
 	OnRoots func(roots []*mcp.Root)
+
+	// OnToolsList, if set, is called when a client lists tools (an agent
+	// starting up): the host nudges parked servers to try again. It must
+	// not block.
+	OnToolsList func()
 }
 
 // rootsTimeout bounds asking a downstream client for its roots.
@@ -159,7 +164,35 @@ func New(opts Options) *Gateway {
 			g.fetchRoots(req.Session)
 		},
 	})
+	g.server.AddReceivingMiddleware(g.dormantTools)
 	return g
+}
+
+// dormantTools lets a call reach the server of a tool that is withdrawn for
+// now (its server parked, or is restarting): the go-sdk server no longer
+// knows the name and would answer "unknown tool", while the server's
+// supervisor can revive it and answer the call (DESIGN.md §4, revive on
+// half-open probe). It also passes tools/list on to OnToolsList.
+func (g *Gateway) dormantTools(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/call":
+			if r, ok := req.(*mcp.CallToolRequest); ok && g.registry != nil && r.Params != nil {
+				if _, live := g.registry.LookupTool(r.Params.Name); !live {
+					if e, ok := g.registry.LookupDormant(r.Params.Name); ok {
+						p := *r.Params
+						p.Name = e.Original
+						return g.backend.CallTool(ctx, downstream(r.Session), e.Server, &p)
+					}
+				}
+			}
+		case "tools/list":
+			if g.opts.OnToolsList != nil {
+				g.opts.OnToolsList()
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // Server returns the go-sdk server, for callers that serve it themselves.

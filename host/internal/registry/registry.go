@@ -15,6 +15,7 @@
 package registry
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -153,6 +154,10 @@ type Registry struct {
 	mu       sync.Mutex
 	specs    map[string]ServerSpec
 	catalogs map[string]*Catalog
+	// dormant holds, per server whose catalog was withdrawn (parked,
+	// restarting), the tools it exposed until then: a call to one of
+	// them still reaches that server's supervisor, which may revive it.
+	dormant map[string][]ToolEntry
 	// reported holds the collisions already logged, so a recompute that
 	// leaves a collision as it was does not log it again.
 	reported map[string]bool
@@ -164,7 +169,8 @@ type Registry struct {
 // published.
 type snapshot struct {
 	tools      map[string]ToolEntry
-	toolList   []ToolEntry // sorted by exposed name
+	dormant    map[string]ToolEntry // withdrawn tools no live server exposes now
+	toolList   []ToolEntry          // sorted by exposed name
 	prompts    map[string]PromptEntry
 	resources  map[string]ResourceEntry
 	templates  map[string]TemplateEntry
@@ -189,6 +195,7 @@ func New(logger hclog.Logger, separator string, specs []ServerSpec, sink Sink) *
 		sink:     sink,
 		specs:    specMap(specs),
 		catalogs: map[string]*Catalog{},
+		dormant:  map[string][]ToolEntry{},
 		reported: map[string]bool{},
 	}
 	r.snap.Store(&snapshot{
@@ -207,15 +214,27 @@ func specMap(specs []ServerSpec) map[string]ServerSpec {
 }
 
 // Update records server's current catalog and recomputes the exposure. A nil
-// cat means the server offers nothing (parked or stopped): everything it
-// exposed is withdrawn. A server without a spec is remembered but not
-// exposed until SetSpecs names it.
+// cat means the server offers nothing (parked, restarting or stopped):
+// everything it exposed is withdrawn, and its tools become dormant
+// (LookupDormant) until it offers a catalog again or SetSpecs drops it. A
+// server without a spec is remembered but not exposed until SetSpecs names
+// it.
 func (r *Registry) Update(server string, cat *Catalog) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cat == nil {
+		if r.catalogs[server] != nil {
+			var exposed []ToolEntry
+			for _, e := range r.snap.Load().toolList {
+				if e.Server == server {
+					exposed = append(exposed, e)
+				}
+			}
+			r.dormant[server] = exposed
+		}
 		delete(r.catalogs, server)
 	} else {
+		delete(r.dormant, server)
 		r.catalogs[server] = cat
 		if _, ok := r.specs[server]; !ok {
 			r.logger.Warn("catalog for a server without a spec is not exposed", "server", server)
@@ -231,6 +250,11 @@ func (r *Registry) SetSpecs(specs []ServerSpec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.specs = specMap(specs)
+	for server := range r.dormant {
+		if _, ok := r.specs[server]; !ok {
+			delete(r.dormant, server)
+		}
+	}
 	r.recompute()
 }
 
@@ -307,6 +331,19 @@ func (r *Registry) build() *snapshot {
 		t := *w.item.(*mcp.Tool)
 		t.Name = key
 		s.tools[key] = ToolEntry{Tool: &t, Server: w.server, Original: w.original}
+	}
+	s.dormant = map[string]ToolEntry{}
+	for _, server := range slices.Sorted(maps.Keys(r.dormant)) {
+		if _, named := r.specs[server]; !named {
+			continue
+		}
+		for _, e := range r.dormant[server] {
+			if _, live := s.tools[e.Tool.Name]; !live {
+				if _, taken := s.dormant[e.Tool.Name]; !taken {
+					s.dormant[e.Tool.Name] = e
+				}
+			}
+		}
 	}
 	for key, cs := range prompts {
 		w := s.decide(KindPrompt, key, cs, true)
@@ -440,6 +477,15 @@ func diffMap[E any](old, next map[string]E, same func(a, b E) bool, key func(E) 
 // LookupTool returns the entry exposed under name. It never blocks.
 func (r *Registry) LookupTool(exposed string) (ToolEntry, bool) {
 	e, ok := r.snap.Load().tools[exposed]
+	return e, ok
+}
+
+// LookupDormant returns the tool a server exposed under name before its
+// catalog was withdrawn (it parked, or is restarting), when no live server
+// exposes that name now. A call to it goes to that server, whose
+// supervisor may revive it. It never blocks.
+func (r *Registry) LookupDormant(exposed string) (ToolEntry, bool) {
+	e, ok := r.snap.Load().dormant[exposed]
 	return e, ok
 }
 

@@ -188,11 +188,21 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 	}
 
 	ok, probe, retryAt := s.breaker.Allow()
-	if !ok {
-		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
-			Reason: s.openReason(), RetryAt: retryAt}
-	}
 	sess := s.cur.Load()
+	if !ok {
+		// An open breaker fails calls fast while the server keeps failing
+		// them. While the supervisor is already getting a new session,
+		// though, the call waits for it (the new session closes the
+		// breaker) instead of failing (DESIGN.md §5).
+		s.mu.Lock()
+		state := s.state
+		s.mu.Unlock()
+		live := sess != nil && !sess.isDead()
+		if live || (state != StateStarting && state != StateReconnecting) {
+			return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
+				Reason: s.openReason(), RetryAt: retryAt}
+		}
+	}
 	if sess == nil || sess.isDead() {
 		var err error
 		if sess, err = s.acquire(ctx, op, probe); err != nil {
@@ -229,10 +239,10 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		retry = true
 	case recovery.ProcessDied:
 		sess.diedInCall.Store(true)
-		s.strike(op)
+		s.strikeSession(op, sess)
 		retry = replayable
 	default: // Transport
-		s.strike(op)
+		s.strikeSession(op, sess)
 		retry = replayable
 	}
 	s.reportFailed(sess.gen, err)
@@ -267,7 +277,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 			Reason: fmt.Sprintf("retry got no answer within the call timeout (%s)", s.cfg.Timeout)}
 	}
 	if class2 != recovery.SessionGone {
-		s.strike(op)
+		s.strikeSession(op, next)
 	}
 	if class2 == recovery.ProcessDied {
 		next.diedInCall.Store(true)
@@ -298,6 +308,16 @@ func (s *Supervisor) classify(ctx context.Context, sess *session, err error) rec
 	return c
 }
 
+// strikeSession is strike for a failure of the session itself (its process
+// died, its connection broke): one strike per session however many calls
+// were in flight on it, so one crash never opens the breaker by itself.
+func (s *Supervisor) strikeSession(op string, sess *session) {
+	if sess.struck.CompareAndSwap(false, true) {
+		s.strike(op)
+	}
+}
+
+// strike counts one failure against the breaker.
 func (s *Supervisor) strike(op string) {
 	if s.breaker.Failure() {
 		_, n, until := s.breaker.Snapshot()
@@ -345,10 +365,14 @@ func (s *Supervisor) reportFailed(gen uint64, err error) {
 }
 
 // acquire returns a live session, waiting for one while the server is
-// starting or reconnecting (bounded by ctx). A parked server fails at once;
-// when this call is the breaker's half-open probe it revives the server and
-// returns a "reconnecting" error instead of writing into a dead pipe.
+// starting or reconnecting (bounded by ctx). A parked server fails at once
+// until the breaker's cooldown has passed; after it, the call is the
+// half-open probe: it revives the server and waits for the new session
+// within its deadline, never writing into a dead pipe.
 func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*session, error) {
+	// revived: this call revived a parked server; leftPark: the server
+	// has left park since, so parked again means the probe failed.
+	revived, leftPark := false, false
 	for {
 		if sess := s.cur.Load(); sess != nil && !sess.isDead() {
 			return sess, nil
@@ -356,24 +380,33 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 		s.mu.Lock()
 		state, changed, next, lastErr := s.state, s.changed, s.nextAttempt, s.lastErr
 		s.mu.Unlock()
+		if revived && state != StateParked {
+			leftPark = true
+		}
 
 		switch state {
 		case StateStopped:
 			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: "server is stopped", Err: ErrStopped}
 		case StateParked:
-			if probe || s.breaker.CooldownPassed() {
-				s.Revive()
-				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
-					Reason: "reconnecting (parked server revived by this call; try again shortly)"}
+			if revived && !leftPark {
+				break // the supervisor has not left park yet
 			}
-			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
-				Reason: "parked after its retry budget was spent", Err: lastErr, RetryAt: next}
+			if revived {
+				// The probe this call made has failed: the server parked
+				// again.
+				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
+					Reason: "parked; this call's attempt to revive it failed", Err: lastErr, RetryAt: next}
+			}
+			if !probe && !s.breaker.CooldownPassed() {
+				_, _, until := s.breaker.Snapshot()
+				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
+					Reason: "parked after its retry budget was spent; a call after the next attempt time revives it", Err: lastErr, RetryAt: until}
+			}
+			// This call is the half-open probe: start the server and wait
+			// for it, within the call's deadline.
+			revived = true
+			s.Revive()
 		case StateReconnecting:
-			if probe {
-				s.Revive()
-				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
-					Reason: "reconnecting (try again shortly)"}
-			}
 			if dl, ok := ctx.Deadline(); ok && !next.IsZero() && dl.Before(next) {
 				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
 					Reason: "reconnecting", Err: lastErr, RetryAt: next}

@@ -140,7 +140,9 @@ type Status struct {
 	State      string    `json:"state"`
 	Since      time.Time `json:"since"`
 	Generation uint64    `json:"generation"`
-	// Retries is the number of consecutive failures counted against the budget.
+	// Retries is how many retries the current run of consecutive failures
+	// has made (the first failure is not a retry); the server parks when
+	// they reach MaxRetries and fail.
 	Retries    int    `json:"retries"`
 	MaxRetries int    `json:"max_retries"`
 	Breaker    string `json:"breaker"`
@@ -179,6 +181,9 @@ type session struct {
 	// the death is not charged to the retry budget that parks the server
 	// for every client; the breaker still counts it.
 	diedInCall atomic.Bool
+	// struck is set once the session's own failure has counted against
+	// the breaker (strikeSession).
+	struck atomic.Bool
 }
 
 func (s *session) isDead() bool {
@@ -327,7 +332,7 @@ func (s *Supervisor) Status() Status {
 		State:       s.state.String(),
 		Since:       s.since,
 		Generation:  s.gen,
-		Retries:     s.failures,
+		Retries:     max(s.failures-1, 0),
 		MaxRetries:  s.cfg.Reconnect.MaxRetries,
 		NextAttempt: s.nextAttempt,
 		LastErrorAt: s.lastErrAt,
@@ -420,6 +425,11 @@ func (s *Supervisor) run() {
 	}()
 
 	failures := 0
+	// parks counts the parks since a session last proved healthy: each
+	// parked wait is longer (parkedDelay). probing is set for the attempt
+	// that follows a park: if it fails, the server parks again at once
+	// instead of spending a whole budget (park and re-arm).
+	parks, probing := 0, false
 	for {
 		sess, err := s.connect()
 		if err != nil {
@@ -430,6 +440,7 @@ func (s *Supervisor) run() {
 			s.recordError(err)
 			s.logger.Warn("connect failed", "attempt", failures, "error", recovery.Redact(err.Error()))
 		} else {
+			probing = false
 			healthy, deathErr := s.serve(sess, &failures)
 			s.cur.Store(nil)
 			if !s.isStopping() {
@@ -442,7 +453,7 @@ func (s *Supervisor) run() {
 				return
 			}
 			if healthy {
-				failures = 0
+				failures, parks = 0, 0
 			}
 			if !sess.diedInCall.Load() {
 				failures++
@@ -454,11 +465,12 @@ func (s *Supervisor) run() {
 		}
 		s.setFailures(failures)
 
-		if failures > s.cfg.Reconnect.MaxRetries {
-			if !s.park() {
+		if failures > s.cfg.Reconnect.MaxRetries || (probing && err != nil) {
+			parks++
+			if !s.park(s.parkedDelay(parks)) {
 				return
 			}
-			failures = 0
+			failures, probing = 0, true
 			s.setFailures(0)
 			continue
 		}
@@ -472,6 +484,21 @@ func (s *Supervisor) run() {
 			}
 		}
 	}
+}
+
+// parkedDelay is how long the n-th consecutive park (n ≥ 1) waits before
+// the server tries again by itself: the breaker's cooldown, doubling with
+// each park, up to parked_retry. A short outage then heals within about a
+// cooldown; a server that stays down is tried less and less often.
+func (s *Supervisor) parkedDelay(n int) time.Duration {
+	d, max := s.cfg.Breaker.Cooldown, s.cfg.Reconnect.ParkedRetry
+	if d <= 0 || d > max {
+		return max
+	}
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
 }
 
 func (s *Supervisor) isStopping() bool {
@@ -514,30 +541,33 @@ func (s *Supervisor) sleep(d time.Duration) bool {
 	}
 }
 
-// park deregisters the server and waits for a revive, the parked retry
-// timer, or stop. It returns false on stop.
-func (s *Supervisor) park() bool {
-	s.publishCatalog(nil)
-	s.breaker.Trip()
-	next := time.Now().Add(s.cfg.Reconnect.ParkedRetry)
-	s.setState(StateParked, next)
-	s.mu.Lock()
-	lastErr := s.lastErr
-	s.mu.Unlock()
-	s.logger.Error("retry budget spent; server parked", "max_retries", s.cfg.Reconnect.MaxRetries,
-		"parked_retry", s.cfg.Reconnect.ParkedRetry, "last_error", errString(lastErr))
-	// Drain a stale revive so only a signal sent while parked wakes us.
+// park deregisters the server and waits for a revive (a call or a
+// tools/list after the breaker's cooldown, Revive, SIGHUP), its own timer
+// (delay), or stop. It returns false on stop.
+func (s *Supervisor) park(delay time.Duration) bool {
+	// Drain a stale revive first, so only a signal sent once the server is
+	// visibly parked wakes it (a call that sees it parked may revive it at
+	// once).
 	select {
 	case <-s.revive:
 	default:
 	}
-	t := time.NewTimer(s.cfg.Reconnect.ParkedRetry)
+	s.publishCatalog(nil)
+	s.breaker.Trip()
+	next := time.Now().Add(delay)
+	s.setState(StateParked, next)
+	s.mu.Lock()
+	lastErr := s.lastErr
+	s.mu.Unlock()
+	s.logger.Error("server parked", "max_retries", s.cfg.Reconnect.MaxRetries,
+		"next_attempt_in", delay, "last_error", errString(lastErr))
+	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
 	case <-s.revive:
 		s.logger.Info("reviving parked server")
 	case <-t.C:
-		s.logger.Info("parked retry timer fired; trying again")
+		s.logger.Info("parked server trying again by itself")
 	case <-s.stopCh:
 		return false
 	}
@@ -832,4 +862,17 @@ func (s *Supervisor) ProtocolVersion() string {
 		return ir.ProtocolVersion
 	}
 	return ""
+}
+
+// Nudge asks a parked server whose breaker cooldown has passed to try
+// again now, without waiting for the outcome (a downstream tools/list: an
+// agent starting up). The cooldown rate-limits it: a failed attempt parks
+// the server again with a fresh cooldown.
+func (s *Supervisor) Nudge() {
+	s.mu.Lock()
+	parked := s.state == StateParked
+	s.mu.Unlock()
+	if parked && s.breaker.CooldownPassed() {
+		s.Revive()
+	}
 }

@@ -737,16 +737,14 @@ func waitCooldown(t *testing.T, sup *upstream.Supervisor) {
 	})
 }
 
-// A parked server: calls fail fast while the breaker is open; after the
-// cooldown the next call is a probe that revives the server and returns a
-// clean "reconnecting" error at once; then calls go through.
+// A parked server: calls fail fast while the breaker is open, saying when
+// it will be tried again; after the cooldown the next call is a probe that
+// revives the server, waits for it and goes through (revival by use).
 func TestBreakerProbeRevivesParkedServer(t *testing.T) {
 	h := start(t, breakerServer(1, 300*time.Millisecond, 0), nil)
-	h.waitState("ready", 1)
-	ctx := context.Background()
-	if _, err := call(ctx, h.sup, "crash", ""); err == nil {
-		t.Fatal("crash returned no error")
-	}
+	st := h.waitState("ready", 1)
+	// A death with no call in flight spends the budget (max_retries 0).
+	syscall.Kill(st.Pid, syscall.SIGKILL)
 	h.waitState("parked", 1)
 	h.mu.Lock()
 	last := h.catalogs[len(h.catalogs)-1]
@@ -755,6 +753,7 @@ func TestBreakerProbeRevivesParkedServer(t *testing.T) {
 		t.Fatal("parked server's tools not deregistered")
 	}
 
+	ctx := context.Background()
 	_, err := call(ctx, h.sup, "echo", `{"text":"x"}`)
 	var re *recovery.Error
 	if !errors.As(err, &re) || re.Class != recovery.Unavailable || re.RetryAt.IsZero() {
@@ -762,17 +761,15 @@ func TestBreakerProbeRevivesParkedServer(t *testing.T) {
 	}
 
 	waitCooldown(t, h.sup)
-	_, err = call(ctx, h.sup, "echo", `{"text":"x"}`)
-	if !errors.As(err, &re) || !strings.Contains(err.Error(), "reconnecting") {
-		t.Fatalf("probe on a parked server: %v, want a reconnecting error", err)
+	res, err := call(ctx, h.sup, "echo", `{"text":"revived"}`)
+	if err != nil || text(t, res) != "revived" {
+		t.Fatalf("probe on a parked server: %v, want the call to revive it and go through", err)
 	}
-	h.waitState("ready", 2)
-	res, err := call(ctx, h.sup, "echo", `{"text":"back"}`)
-	if err != nil || text(t, res) != "back" {
-		t.Fatalf("call after revival: %v", err)
+	if st := h.sup.Status(); st.Generation != 2 || st.State != "ready" || st.Breaker != "closed" {
+		t.Errorf("after revival: %+v, want generation 2, ready, breaker closed", st)
 	}
-	if st := h.sup.Status(); st.Breaker != "closed" {
-		t.Errorf("breaker %s after revival, want closed", st.Breaker)
+	if h.lastCatalog() == nil {
+		t.Error("revived server's tools not registered again")
 	}
 }
 
@@ -898,5 +895,76 @@ func TestCrashingCallsDoNotParkTheServer(t *testing.T) {
 	}
 	if _, err := call(context.Background(), h.sup, "echo", `{"text":"still here"}`); err != nil {
 		t.Fatalf("call after the crashes: %v", err)
+	}
+}
+
+// One crash is one breaker strike however many calls were in flight, and
+// calls that arrive while the server respawns wait for it: three slow calls
+// in flight when the process is killed fail (their outcome is unknown), and
+// the next twenty calls all succeed with the breaker closed.
+func TestCrashWithCallsInFlightIsOneStrike(t *testing.T) {
+	h := start(t, breakerServer(3, time.Hour, 3), nil)
+	st := h.waitState("ready", 1)
+	ctx := context.Background()
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := call(ctx, h.sup, "sleep", `{"ms":60000}`)
+			errs <- err
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // let the three calls reach the server
+	syscall.Kill(st.Pid, syscall.SIGKILL)
+	for range 3 {
+		if err := <-errs; err == nil {
+			t.Error("a call in flight during the kill succeeded")
+		}
+	}
+	for i := range 20 {
+		res, err := call(ctx, h.sup, "echo", fmt.Sprintf(`{"text":"call %d"}`, i))
+		if err != nil || text(t, res) != fmt.Sprintf("call %d", i) {
+			t.Fatalf("call %d after the kill: %v", i, err)
+		}
+	}
+	if st := h.sup.Status(); st.Breaker != "closed" || st.Generation != 2 {
+		t.Errorf("after the kill: breaker %s, generation %d; want closed and one respawn", st.Breaker, st.Generation)
+	}
+}
+
+// A parked server tries again by itself after the breaker's cooldown, not
+// after parked_retry, and waits twice as long after each further park;
+// the attempt that follows a park re-parks it at once when it fails (park
+// and re-arm), instead of spending a whole new budget.
+func TestParkedServerBacksOffFromCooldown(t *testing.T) {
+	srv := stdioServer("broken", "sh", "-c", "exit 3")
+	srv.Reconnect.MaxRetries = 2
+	srv.Reconnect.ParkedRetry = time.Hour
+	srv.Breaker = config.Breaker{Threshold: 3, Cooldown: 300 * time.Millisecond}
+	h := start(t, srv, nil)
+
+	// Each park is a state change to parked; its next attempt says how
+	// long that park waits.
+	var waits []time.Duration
+	deadline := time.Now().Add(30 * time.Second)
+	var since time.Time
+	for len(waits) < 3 && time.Now().Before(deadline) {
+		st := h.sup.Status()
+		if st.State == "parked" && !st.Since.Equal(since) {
+			since = st.Since
+			waits = append(waits, st.NextAttempt.Sub(st.Since))
+			if st.Retries != 0 && len(waits) > 1 {
+				t.Errorf("park %d after %d retries, want it at once after the attempt that followed the previous park", len(waits), st.Retries)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(waits) < 3 {
+		t.Fatalf("parked %d times within 30s (waits %v), want 3: the parked server did not try again by itself after the cooldown", len(waits), waits)
+	}
+	for i, want := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 1200 * time.Millisecond} {
+		// Generous bounds: the wait is computed, not measured.
+		if waits[i] < want-50*time.Millisecond || waits[i] > want+50*time.Millisecond {
+			t.Errorf("park %d waits %s, want %s", i+1, waits[i], want)
+		}
 	}
 }
