@@ -107,7 +107,7 @@ var errorCases = []struct {
     grant = "password"
   }
 }
-`, `use "authorization_code" (tokens from `+"`mcpvisor login linear`"+`)`},
+`, `use "authorization_code" (tokens from ` + "`mcpvisor login linear`" + `)`},
 	{"oauth_client_credentials_without_secret", `server "svc" {
   url = "https://mcp.example.com/mcp"
   oauth {
