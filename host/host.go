@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -278,6 +279,11 @@ func (h *Host) Tools() []Tool {
 func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
 	e, ok := h.registry.LookupTool(name)
 	if !ok {
+		if sup := h.needingLogin(name); sup != nil {
+			// Its tools are withdrawn, but the caller named one: say why
+			// and what to do, not "unknown tool".
+			return sup.CallTool(ctx, nil, &mcp.CallToolParamsRaw{Name: name})
+		}
 		return nil, fmt.Errorf("%w %q: not exposed by any ready server (see `mcpvisor tools`)", ErrUnknownTool, name)
 	}
 	var raw json.RawMessage
@@ -293,6 +299,27 @@ func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 		raw = b
 	}
 	return h.backendCall(ctx, e.Server, &mcp.CallToolParamsRaw{Name: e.Original, Arguments: raw})
+}
+
+// needingLogin returns the server in needs_login whose prefix the exposed
+// tool name carries, or nil.
+func (h *Host) needingLogin(name string) *upstream.Supervisor {
+	set := h.servers.Load()
+	sep := set.cfg.Host.Separator
+	if sep == "" {
+		sep = config.DefaultSeparator
+	}
+	for _, n := range set.order {
+		sup := set.sups[n]
+		cfg := sup.Config()
+		if cfg.OAuth == nil || sup.Status().State != upstream.StateNeedsLogin.String() {
+			continue
+		}
+		if cfg.Prefix == "" || strings.HasPrefix(name, cfg.Prefix+sep) {
+			return sup
+		}
+	}
+	return nil
 }
 
 func (h *Host) backendCall(ctx context.Context, server string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
