@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -63,6 +64,13 @@ func newProtectedServer(t *testing.T, lifetime time.Duration) *protectedServer {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	// Sessions whose client lost its tokens cannot be deleted by it; a real
+	// server would time them out.
+	t.Cleanup(func() {
+		for ss := range server.Sessions() {
+			ss.Close()
+		}
+	})
 	mux.Handle("/mcp", auth.RequireBearerToken(p.verify, &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: base + "/.well-known/oauth-protected-resource/mcp",
 	})(handler))
@@ -255,5 +263,16 @@ func browser(ctx context.Context, authURL string) error {
 		return err
 	}
 	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		// A person would read the error page and give up.
+		return fmt.Errorf("the browser ended at %s with HTTP %s", resp.Request.URL.Path, resp.Status)
+	}
 	return nil
+}
+
+// resourceSeen counts token requests that carried resource.
+func (p *protectedServer) resourceSeen(resource string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.resource[resource]
 }

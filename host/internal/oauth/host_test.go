@@ -209,7 +209,7 @@ server "secure" {
 	if err := call("after logging in again"); err != nil {
 		t.Fatalf("call after a new login: %v", err)
 	}
-	if n := ps.resource[ps.URL()]; n == 0 {
+	if n := ps.resourceSeen(ps.URL()); n == 0 {
 		t.Errorf("no token request carried the resource indicator %q", ps.URL())
 	}
 
@@ -227,3 +227,89 @@ server "secure" {
 }
 
 func classOf(err error) recovery.Class { return recovery.Classify(context.Background(), err) }
+
+// TestClientCredentialsGrant: a machine-to-machine server needs no login;
+// the host discovers the token endpoint and gets (and renews) tokens with
+// the configured client credentials and the resource indicator.
+func TestClientCredentialsGrant(t *testing.T) {
+	ps := newProtectedServer(t, 2*time.Second)
+	cfg := parse(t, fmt.Sprintf(`
+server "m2m" {
+  url = %q
+  oauth {
+    grant         = "client_credentials"
+    client_id     = "cc-client"
+    client_secret = "cc-secret"
+  }
+}`, ps.URL()))
+	logs := &syncBuffer{}
+	h, err := host.New(cfg, host.WithTokenStore(t.TempDir()),
+		host.WithLogger(hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h.Close(cctx)
+	})
+	ctx := context.Background()
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, "m2m", "ready", 15*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := h.CallTool(cctx, "m2m__echo", map[string]any{"text": "hi"})
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := ps.count("client_credentials"); n < 2 {
+		t.Errorf("%d client-credentials tokens in 5 s of 2-second tokens, want at least 2", n)
+	}
+	if ps.resourceSeen(ps.URL()) == 0 {
+		t.Errorf("no token request carried the resource indicator")
+	}
+	for _, tok := range append(ps.tokens(), "cc-secret") {
+		if strings.Contains(logs.String(), tok) {
+			t.Errorf("secret %.8s… appears in the logs", tok)
+		}
+	}
+}
+
+// TestLoginRefusals: login says what is wrong and what to do.
+func TestLoginRefusals(t *testing.T) {
+	ps := newProtectedServer(t, time.Minute)
+	cfg := parse(t, fmt.Sprintf(`
+server "plain" { command = "true" }
+server "m2m" {
+  url = %q
+  oauth {
+    grant         = "client_credentials"
+    client_id     = "cc-client"
+    client_secret = "cc-secret"
+  }
+}
+server "unknown-client" {
+  url = %q
+  oauth { client_id = "nobody" }
+}`, ps.URL(), ps.URL()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	opts := host.LoginOptions{Open: browser, TokenStore: t.TempDir()}
+	for name, want := range map[string]string{
+		"missing":        `no server block has that name`,
+		"plain":          `has no oauth block`,
+		"m2m":            `no login needed`,
+		"unknown-client": `authorization failed`,
+	} {
+		_, err := host.Login(ctx, cfg, name, opts)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Login(%q) = %v, want an error containing %q", name, err, want)
+		}
+	}
+}
