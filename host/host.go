@@ -34,6 +34,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
+	"github.com/mcpvisor/mcpvisor/host/internal/oauth"
 	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
@@ -137,10 +138,18 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 }
 
 func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
+	var store *oauth.Store
+	if srv.OAuth != nil {
+		var err error
+		if store, err = tokenStore(h.opts.tokenStore); err != nil {
+			return nil, fmt.Errorf("server %q: %w", srv.Name, err)
+		}
+	}
 	d, err := transport.NewDialer(srv, transport.Options{
 		Logger:     h.logger.Named("server").With("server", srv.Name),
 		HTTPClient: h.opts.httpClient,
 		Plugin:     plugin.NewDialer,
+		TokenStore: store,
 	})
 	if err != nil {
 		return nil, err

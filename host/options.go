@@ -14,6 +14,7 @@ type options struct {
 	onStatus   func(ServerStatus)
 	httpClient *http.Client
 	middleware []func(http.Handler) http.Handler
+	tokenStore string
 }
 
 // WithLogger sets the host's logger. Default: a null logger.
@@ -43,4 +44,12 @@ func WithHTTPClient(c *http.Client) Option {
 // Several middlewares run in the order given, the first outermost.
 func WithMiddleware(mw func(http.Handler) http.Handler) Option {
 	return func(o *options) { o.middleware = append(o.middleware, mw) }
+}
+
+// WithTokenStore sets the directory OAuth tokens are kept in, for servers
+// with an oauth block. Default: $XDG_STATE_HOME/mcpvisor, else the user's
+// state directory (~/.local/state/mcpvisor on Linux). `mcpvisor login` must
+// write to the same directory (LoginOptions.TokenStore).
+func WithTokenStore(dir string) Option {
+	return func(o *options) { o.tokenStore = dir }
 }

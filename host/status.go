@@ -15,7 +15,9 @@ type ServerStatus struct {
 	Name string `json:"name"`
 	// Transport is "stdio", "streamable-http", "sse" or "plugin".
 	Transport string `json:"transport"`
-	// State is "starting", "ready", "reconnecting", "parked" or "stopped".
+	// State is "starting", "ready", "reconnecting", "parked",
+	// "needs_login" (an OAuth server whose tokens could not be refreshed)
+	// or "stopped".
 	State string `json:"state"`
 	// Since is when the server entered State.
 	Since time.Time `json:"since"`
@@ -36,7 +38,10 @@ type ServerStatus struct {
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	// LastError says why the last attempt or session failed (credentials
 	// redacted); LastErrorAt is when.
-	LastError   string    `json:"last_error,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	// Action says what a person must do for the server to recover, when
+	// it cannot on its own ("run `mcpvisor login NAME`").
+	Action      string    `json:"action,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 	// Tools, Resources and Prompts count what the server offers
 	// upstream (resources include templates).

@@ -62,6 +62,8 @@ Commands:
   tools     list the tools the configured servers expose
   call      call one tool: mcpvisor call TOOL '{"arg": "value"}'
   status    show server states from a running host
+  login     log in to an OAuth server: mcpvisor login NAME
+  logout    forget an OAuth server's tokens: mcpvisor logout NAME
   version   print the version
 
 Run "mcpvisor <command> -h" for a command's options.
@@ -86,6 +88,10 @@ func Run(args []string, stdio IO) int {
 		return callCmd(rest, stdio)
 	case "status":
 		return statusCmd(rest, stdio)
+	case "login":
+		return loginCmd(rest, stdio)
+	case "logout":
+		return logoutCmd(rest, stdio)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdio.Stdout, "mcpvisor %s\n", host.Version)
 		return ExitOK
@@ -445,9 +451,13 @@ func statusCmd(args []string, stdio IO) int {
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tGEN\tRETRIES\tBREAKER\tTOOLS\tLAST ERROR")
 	for _, s := range doc.Servers {
+		msg := s.LastError
+		if s.Action != "" {
+			msg = s.Action + ": " + msg
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d of %d\t%s\t%d\t%s\n", s.Name, s.State,
 			s.Since.Local().Format(time.TimeOnly), s.Generation, s.Retries, s.MaxRetries,
-			s.Breaker, s.Tools, s.LastError)
+			s.Breaker, s.Tools, msg)
 	}
 	tw.Flush()
 	return ExitOK

@@ -123,6 +123,10 @@ type Server struct {
 	URL     string
 	Headers map[string]string
 
+	// OAuth, when set, authorizes requests to an HTTP upstream with OAuth 2.1
+	// access tokens (DESIGN.md §14) instead of a static header.
+	OAuth *OAuth
+
 	// Plugin is set for a server backed by a go-plugin transport binary.
 	Plugin *Plugin
 
@@ -167,6 +171,39 @@ type Plugin struct {
 	// Config is the block's `config` object encoded as JSON, handed to the
 	// plugin's Configure call unchanged.
 	Config []byte
+}
+
+// The OAuth grants an oauth block may use.
+const (
+	// GrantAuthorizationCode gets tokens through a browser login
+	// (`mcpvisor login NAME`) and refreshes them; the default.
+	GrantAuthorizationCode = "authorization_code"
+	// GrantClientCredentials gets tokens with the client's own credentials,
+	// for machine-to-machine servers; no login.
+	GrantClientCredentials = "client_credentials"
+)
+
+// OAuth is the `oauth { … }` block of an HTTP server. Everything not set
+// here is discovered from the server (RFC 9728 protected resource metadata,
+// RFC 8414 / OpenID authorization server metadata).
+type OAuth struct {
+	// Grant is GrantAuthorizationCode or GrantClientCredentials.
+	Grant string
+	// ClientID is a client registered with the authorization server ahead
+	// of time. Empty means dynamic client registration (RFC 7591) or, with
+	// ClientMetadataURL, a Client ID Metadata Document.
+	ClientID string
+	// ClientSecret is ClientID's secret; empty for a public client.
+	ClientSecret string
+	// ClientMetadataURL is an https URL serving a Client ID Metadata
+	// Document, used as the client id where the server supports it.
+	ClientMetadataURL string
+	// Scopes are requested when neither the server's WWW-Authenticate
+	// challenge nor its metadata's scopes_supported name any.
+	Scopes []string
+	// RedirectPort is the loopback port `mcpvisor login` listens on for the
+	// authorization redirect; 0 picks a free one.
+	RedirectPort int
 }
 
 // Filter selects upstream tools by glob (path.Match syntax). A name matching

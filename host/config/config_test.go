@@ -119,6 +119,38 @@ func TestParseValid(t *testing.T) {
 			}},
 		},
 		{
+			name: "oauth block with defaults and with every attribute",
+			src: `server "linear" {
+  url = "https://mcp.linear.app/mcp"
+  oauth {}
+}
+server "svc" {
+  url = "https://mcp.example.com/mcp"
+  oauth {
+    grant         = "client_credentials"
+    client_id     = "svc"
+    client_secret = env("MCPVISOR_TEST_KEY")
+    scopes        = ["read", "write"]
+    redirect_port = 8765
+  }
+}`,
+			want: &config.Config{Host: defaultHost(), Servers: []*config.Server{
+				func() *config.Server {
+					s := defaultServer("linear", config.TransportStreamable)
+					s.URL = "https://mcp.linear.app/mcp"
+					s.OAuth = &config.OAuth{Grant: config.GrantAuthorizationCode}
+					return s
+				}(),
+				func() *config.Server {
+					s := defaultServer("svc", config.TransportStreamable)
+					s.URL = "https://mcp.example.com/mcp"
+					s.OAuth = &config.OAuth{Grant: config.GrantClientCredentials, ClientID: "svc", ClientSecret: "k3y",
+						Scopes: []string{"read", "write"}, RedirectPort: 8765}
+					return s
+				}(),
+			}},
+		},
+		{
 			name: "url defaults to streamable HTTP",
 			src:  `server "web" { url = "http://127.0.0.1:9000/mcp" }`,
 			want: &config.Config{Host: defaultHost(), Servers: []*config.Server{

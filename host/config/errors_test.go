@@ -96,6 +96,67 @@ var errorCases = []struct {
   }
 }
 `, `Did you mean to define argument "env"?`},
+	{"oauth_without_url", `server "fs" {
+  command = "npx"
+  oauth {}
+}
+`, "OAuth without url"},
+	{"oauth_grant_invalid", `server "linear" {
+  url = "https://mcp.linear.app/mcp"
+  oauth {
+    grant = "password"
+  }
+}
+`, `use "authorization_code" (tokens from ` + "`mcpvisor login linear`" + `)`},
+	{"oauth_client_credentials_without_secret", `server "svc" {
+  url = "https://mcp.example.com/mcp"
+  oauth {
+    grant     = "client_credentials"
+    client_id = "svc"
+  }
+}
+`, "needs client_id and client_secret"},
+	{"oauth_secret_without_client_id", `server "linear" {
+  url = "https://mcp.linear.app/mcp"
+  oauth {
+    client_secret = "s"
+  }
+}
+`, "sets client_secret but no client_id"},
+	{"oauth_with_authorization_header", `server "linear" {
+  url     = "https://mcp.linear.app/mcp"
+  headers = { Authorization = "Bearer x" }
+  oauth {}
+}
+`, "Remove the header."},
+	{"oauth_client_metadata_url_http", `server "linear" {
+  url = "https://mcp.linear.app/mcp"
+  oauth {
+    client_metadata_url = "http://example.com/client.json"
+  }
+}
+`, "an https URL with a path"},
+	{"oauth_scope_invalid", `server "linear" {
+  url = "https://mcp.linear.app/mcp"
+  oauth {
+    scopes = ["read write"]
+  }
+}
+`, "Invalid scope"},
+	{"oauth_redirect_port_invalid", `server "linear" {
+  url = "https://mcp.linear.app/mcp"
+  oauth {
+    redirect_port = 70000
+  }
+}
+`, "Invalid redirect_port"},
+	{"unknown_attribute_oauth", `server "linear" {
+  url = "https://mcp.linear.app/mcp"
+  oauth {
+    client = "x"
+  }
+}
+`, `Did you mean "client_id"?`},
 	{"duplicate_host_block", `host {}
 host {}
 `, "Duplicate host block"},

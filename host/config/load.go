@@ -199,6 +199,9 @@ func (d *decoder) server(rs *serverSchema) *Server {
 		s.Headers = v
 		at("headers", rs.Headers)
 	}
+	if rs.OAuth != nil {
+		s.OAuth = d.oauth(rs.OAuth, r)
+	}
 	if v, ok := d.str(rs.Transport, "transport"); ok {
 		at("transport", rs.Transport)
 		if s.URL == "" {
@@ -307,6 +310,37 @@ func (d *decoder) plugin(rp *pluginSchema, r map[string]hcl.Range) *Plugin {
 		r["plugin.config"] = rp.Config.Range()
 	}
 	return p
+}
+
+func (d *decoder) oauth(ro *oauthSchema, r map[string]hcl.Range) *OAuth {
+	o := &OAuth{Grant: GrantAuthorizationCode}
+	r["oauth"] = ro.DefRange
+	at := func(key string, expr hcl.Expression) { r["oauth."+key] = expr.Range() }
+	if v, ok := d.str(ro.Grant, "grant"); ok {
+		o.Grant = v
+		at("grant", ro.Grant)
+	}
+	if v, ok := d.str(ro.ClientID, "client_id"); ok {
+		o.ClientID = v
+		at("client_id", ro.ClientID)
+	}
+	if v, ok := d.str(ro.ClientSecret, "client_secret"); ok {
+		o.ClientSecret = v
+		at("client_secret", ro.ClientSecret)
+	}
+	if v, ok := d.str(ro.ClientMetadataURL, "client_metadata_url"); ok {
+		o.ClientMetadataURL = v
+		at("client_metadata_url", ro.ClientMetadataURL)
+	}
+	if v, ok := d.strList(ro.Scopes, "scopes"); ok {
+		o.Scopes = v
+		at("scopes", ro.Scopes)
+	}
+	if v, ok := d.integer(ro.RedirectPort, "redirect_port"); ok {
+		o.RedirectPort = v
+		at("redirect_port", ro.RedirectPort)
+	}
+	return o
 }
 
 // resolve makes a relative path relative to the configuration's directory.

@@ -57,6 +57,8 @@ type serverSchema struct {
 	Headers   hcl.Expression `hcl:"headers,optional"`
 	Transport hcl.Expression `hcl:"transport,optional"`
 
+	OAuth *oauthSchema `hcl:"oauth,block"`
+
 	// go-plugin
 	Plugin *pluginSchema `hcl:"plugin,block"`
 
@@ -81,6 +83,18 @@ type pluginSchema struct {
 	Args    hcl.Expression `hcl:"args,optional"`
 	SHA256  hcl.Expression `hcl:"sha256,optional"`
 	Config  hcl.Expression `hcl:"config,optional"`
+
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// oauthSchema is the `oauth { … }` block inside an HTTP server block.
+type oauthSchema struct {
+	Grant             hcl.Expression `hcl:"grant,optional"`
+	ClientID          hcl.Expression `hcl:"client_id,optional"`
+	ClientSecret      hcl.Expression `hcl:"client_secret,optional"`
+	ClientMetadataURL hcl.Expression `hcl:"client_metadata_url,optional"`
+	Scopes            hcl.Expression `hcl:"scopes,optional"`
+	RedirectPort      hcl.Expression `hcl:"redirect_port,optional"`
 
 	DefRange hcl.Range `hcl:",def_range"`
 }

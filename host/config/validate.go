@@ -255,6 +255,10 @@ func (k *checker) server(s *Server) {
 		}
 	}
 
+	if s.OAuth != nil {
+		k.oauth(s, s.OAuth, name)
+	}
+
 	k.positive(s, "timeout", name, s.Timeout)
 	k.positive(s, "connect_timeout", name, s.ConnectTimeout)
 
@@ -324,6 +328,60 @@ func (k *checker) plugin(s *Server, p *Plugin, name string) {
 	if len(p.Config) > 0 && !json.Valid(p.Config) {
 		k.errorf(k.at(s, "plugin.config"), "Invalid plugin config",
 			"The config of the plugin %q in %s is not valid JSON.", p.Name, name)
+	}
+}
+
+func (k *checker) oauth(s *Server, o *OAuth, name string) {
+	if s.URL == "" {
+		k.errorf(k.at(s, "oauth"), "OAuth without url",
+			"The oauth block in %s authorizes requests to an HTTP upstream, but the server has no url. Remove the oauth block, or give the server a url.", name)
+		return
+	}
+	for _, key := range sortedKeys(s.Headers) {
+		if strings.EqualFold(key, "Authorization") {
+			k.errorf(k.at(s, "headers"), "Authorization header with oauth",
+				"%s sets an Authorization header and an oauth block; the oauth block supplies the Authorization header from its access token. Remove the header.", name)
+		}
+	}
+	grant := o.Grant
+	if grant == "" {
+		grant = GrantAuthorizationCode
+	}
+	if grant != GrantAuthorizationCode && grant != GrantClientCredentials {
+		k.errorf(k.at(s, "oauth.grant"), "Invalid grant",
+			"grant in the oauth block of %s is %q; use \"authorization_code\" (tokens from `mcpvisor login %s`) or \"client_credentials\" (machine to machine, with client_id and client_secret).", name, o.Grant, s.Name)
+		return
+	}
+	if o.ClientSecret != "" && o.ClientID == "" {
+		k.errorf(k.at(s, "oauth.client_secret"), "Client secret without client id",
+			"The oauth block of %s sets client_secret but no client_id. A secret belongs to a client registered ahead of time: set client_id too, or remove client_secret to register a client dynamically at login.", name)
+	}
+	if grant == GrantClientCredentials {
+		if o.ClientID == "" || o.ClientSecret == "" {
+			k.errorf(k.at(s, "oauth"), "Missing client credentials",
+				"The client_credentials grant in %s authenticates as a registered confidential client, so the oauth block needs client_id and client_secret, such as client_secret = env(\"LINEAR_CLIENT_SECRET\").", name)
+		}
+		if o.ClientMetadataURL != "" {
+			k.errorf(k.at(s, "oauth.client_metadata_url"), "Client metadata URL with client_credentials",
+				"client_metadata_url in %s applies to the authorization_code grant only; the client_credentials grant uses client_id and client_secret. Remove it.", name)
+		}
+	}
+	if o.ClientMetadataURL != "" {
+		u, err := url.Parse(o.ClientMetadataURL)
+		if err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			k.errorf(k.at(s, "oauth.client_metadata_url"), "Invalid client_metadata_url",
+				"client_metadata_url in %s is %q; a Client ID Metadata Document is identified by an https URL with a path, such as \"https://example.com/mcpvisor/client.json\".", name, o.ClientMetadataURL)
+		}
+	}
+	for _, sc := range o.Scopes {
+		if sc == "" || strings.ContainsAny(sc, " \t\r\n\"\\") {
+			k.errorf(k.at(s, "oauth.scopes"), "Invalid scope",
+				"scopes in the oauth block of %s has %q; a scope is a non-empty word without spaces, quotes or backslashes, such as \"read\".", name, sc)
+		}
+	}
+	if o.RedirectPort < 0 || o.RedirectPort > 65535 {
+		k.errorf(k.at(s, "oauth.redirect_port"), "Invalid redirect_port",
+			"redirect_port in the oauth block of %s is %d; use a port from 1 to 65535, or 0 (the default) for a free one.", name, o.RedirectPort)
 	}
 }
 

@@ -48,6 +48,10 @@ const (
 	// Unavailable means mcpvisor did not send the operation at all: the
 	// server is parked, reconnecting, stopped, or its breaker is open.
 	Unavailable
+	// NeedsLogin means the server's OAuth tokens are gone or could not be
+	// refreshed: only a person running `mcpvisor login NAME` can fix it, so
+	// reconnecting would only burn the retry budget.
+	NeedsLogin
 )
 
 var classNames = [...]string{
@@ -60,6 +64,7 @@ var classNames = [...]string{
 	Transport:   "transport",
 	Application: "application",
 	Unavailable: "unavailable",
+	NeedsLogin:  "needs_login",
 }
 
 // String returns the class's snake_case name, as used in logs and status.
@@ -76,6 +81,10 @@ var ErrProcessExited = errors.New("upstream process exited")
 
 // ErrUnauthorized is wrapped by errors that report HTTP 401 from an upstream.
 var ErrUnauthorized = errors.New("upstream rejected the credentials (HTTP 401)")
+
+// ErrNeedsLogin is wrapped by errors that report an upstream whose OAuth
+// tokens are missing, revoked or expired beyond refresh.
+var ErrNeedsLogin = errors.New("upstream authorization needs a new login")
 
 // sessionGonePhrases is the allow-list of messages that mean the upstream
 // forgot our session. Matching is case-insensitive. Anything else — "Tool
@@ -124,6 +133,9 @@ func Classify(ctx context.Context, err error) Class {
 	}
 	if errors.Is(err, context.Canceled) || (ctx != nil && errors.Is(ctx.Err(), context.Canceled)) {
 		return Canceled
+	}
+	if errors.Is(err, ErrNeedsLogin) {
+		return NeedsLogin
 	}
 	if errors.Is(err, ErrUnauthorized) {
 		return Auth

@@ -94,6 +94,9 @@ func TestClassify(t *testing.T) {
 		{io.EOF, recovery.Transport},
 		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), recovery.Transport},
 		{&recovery.Error{Class: recovery.Unavailable, Reason: "parked"}, recovery.Unavailable},
+		// A refresh that failed behind a 401 is a login problem, not a
+		// reconnectable auth failure.
+		{fmt.Errorf("initialize: %w: %w", recovery.ErrUnauthorized, recovery.ErrNeedsLogin), recovery.NeedsLogin},
 	}
 	for _, tt := range tests {
 		if got := recovery.Classify(bg, tt.err); got != tt.want {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/oauth"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
@@ -52,6 +53,18 @@ type Options struct {
 	HTTPClient *http.Client
 	// Plugin builds dialers for plugin blocks; nil makes plugin blocks an error.
 	Plugin PluginDialerFunc
+	// TokenStore holds the OAuth tokens of servers with an oauth block;
+	// required for those.
+	TokenStore *oauth.Store
+}
+
+// A LoginWaiter is a Dialer whose credentials come from `mcpvisor login`.
+// A supervisor whose server needs a login polls HasNewLogin instead of
+// reconnecting into the same refusal.
+type LoginWaiter interface {
+	// HasNewLogin reports whether tokens newer than the refused ones have
+	// been stored.
+	HasNewLogin() bool
 }
 
 // NewDialer returns the Dialer for a server block.
@@ -77,8 +90,20 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 		if hc == nil {
 			hc = &http.Client{Transport: DefaultHTTPTransport()}
 		}
-		hc = wrapClient(hc, srv.Headers)
-		return &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: hc}, nil
+		var tokens *oauth.Source
+		if srv.OAuth != nil {
+			if opts.TokenStore == nil {
+				return nil, fmt.Errorf("server %q: has an oauth block but no token store is configured", srv.Name)
+			}
+			// Token requests go out on the embedder's client, without the
+			// block's headers and without tokens of their own.
+			tokens = oauth.NewSource(oauth.SourceConfig{Server: srv, Store: opts.TokenStore, HTTPClient: hc, Logger: logger})
+		}
+		d := &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: wrapClient(hc, srv.Headers, tokens)}
+		if tokens != nil && srv.OAuth.Grant != config.GrantClientCredentials {
+			return &loginDialer{httpDialer: d, tokens: tokens}, nil
+		}
+		return d, nil
 	case config.TransportPlugin:
 		if opts.Plugin == nil {
 			return nil, fmt.Errorf("server %q: plugin transports are not available in this build", srv.Name)
@@ -116,6 +141,14 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 	}
 	return l, nil
 }
+
+// loginDialer is an HTTP dialer whose tokens come from `mcpvisor login`.
+type loginDialer struct {
+	*httpDialer
+	tokens *oauth.Source
+}
+
+func (d *loginDialer) HasNewLogin() bool { return d.tokens.HasNewLogin() }
 
 type httpLink struct {
 	t      mcp.Transport
@@ -166,19 +199,34 @@ func (s *sseTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	return conn, nil
 }
 
-// upstreamRoundTripper adds the block's headers to every request and turns
-// an HTTP 401 into an error wrapping recovery.ErrUnauthorized, so auth
-// failures are typed at the source instead of recognised by their text.
+// upstreamRoundTripper adds the block's headers (and, with an oauth block,
+// the access token) to every request and turns an HTTP 401 into an error
+// wrapping recovery.ErrUnauthorized, so auth failures are typed at the
+// source instead of recognised by their text. The go-sdk transports'
+// OAuthHandler hook is not used: it exists on the streamable transport only,
+// and it retries a 401 inside the transport, where the supervisor's auth
+// path (reconnect, retry once, needs_login) could not see it.
 type upstreamRoundTripper struct {
 	base    http.RoundTripper
 	headers map[string]string
+	tokens  *oauth.Source // nil without an oauth block
 }
 
 func (h *upstreamRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(h.headers) > 0 {
+	var token string
+	if h.tokens != nil {
+		var err error
+		if token, err = h.tokens.Token(req.Context()); err != nil {
+			return nil, err
+		}
+	}
+	if len(h.headers) > 0 || token != "" {
 		req = req.Clone(req.Context())
 		for k, v := range h.headers {
 			req.Header.Set(k, v)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
 		}
 	}
 	resp, err := h.base.RoundTrip(req)
@@ -187,18 +235,22 @@ func (h *upstreamRoundTripper) RoundTrip(req *http.Request) (*http.Response, err
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		resp.Body.Close()
+		if token != "" {
+			// The next request (the supervisor's reconnect) refreshes.
+			h.tokens.Refused(token)
+		}
 		return nil, fmt.Errorf("%w: %s %s", recovery.ErrUnauthorized, req.Method, recovery.Redact(req.URL.String()))
 	}
 	return resp, nil
 }
 
-func wrapClient(c *http.Client, headers map[string]string) *http.Client {
+func wrapClient(c *http.Client, headers map[string]string, tokens *oauth.Source) *http.Client {
 	base := c.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	cc := *c
-	cc.Transport = &upstreamRoundTripper{base: base, headers: headers}
+	cc.Transport = &upstreamRoundTripper{base: base, headers: headers, tokens: tokens}
 	return &cc
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -226,6 +227,13 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		s.strike(op)
 		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Timeout,
 			Reason: fmt.Sprintf("no answer within the call timeout (%s)", s.cfg.Timeout)}
+	case recovery.NeedsLogin:
+		// The token could not be refreshed: no retry can help, and the
+		// server is reachable, so no strike. The supervisor reconnects,
+		// finds the same, and waits for a login.
+		s.breaker.Release(probe)
+		s.reportFailed(sess.gen, err)
+		return s.needsLoginError(op, err)
 	}
 	if s.isStopping() {
 		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: "host is shutting down", Err: ErrStopped}
@@ -268,6 +276,9 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		return unwrapApplication(err2)
 	case recovery.Canceled:
 		return err2
+	case recovery.NeedsLogin:
+		s.reportFailed(next.gen, err2)
+		return s.needsLoginError(op, err2)
 	case recovery.Auth:
 		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Auth, NeedsReauth: true,
 			Reason: "the upstream rejected the credentials again after reconnecting", Err: err2}
@@ -336,9 +347,21 @@ func (s *Supervisor) openReason() string {
 	return fmt.Sprintf("unreachable (circuit open after %d consecutive failures)", n)
 }
 
+// needsLoginError is a call's error while the server needs a login.
+func (s *Supervisor) needsLoginError(op string, err error) error {
+	reason := "needs a login"
+	if err == nil || !strings.Contains(err.Error(), "mcpvisor login") {
+		reason += " (" + s.loginAction() + ")"
+	}
+	return &recovery.Error{Server: s.name, Op: op, Class: recovery.NeedsLogin, Reason: reason, Err: err}
+}
+
 func (s *Supervisor) recoveryFailed(op string, class recovery.Class, orig, wait error) error {
 	re := &recovery.Error{Server: s.name, Op: op, Class: class, Err: orig}
 	var uerr *recovery.Error
+	if errors.As(wait, &uerr) && uerr.Class == recovery.NeedsLogin {
+		return s.needsLoginError(op, uerr.Err)
+	}
 	if errors.As(wait, &uerr) {
 		re.Reason = "no new session to retry on (" + uerr.Reason + ")"
 		re.RetryAt = uerr.RetryAt
@@ -387,6 +410,8 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 		switch state {
 		case StateStopped:
 			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: "server is stopped", Err: ErrStopped}
+		case StateNeedsLogin:
+			return nil, s.needsLoginError(op, lastErr)
 		case StateParked:
 			if revived && !leftPark {
 				break // the supervisor has not left park yet
@@ -433,9 +458,11 @@ func (s *Supervisor) awaitNewer(ctx context.Context, gen uint64) (*session, erro
 			return sess, nil
 		}
 		s.mu.Lock()
-		state, changed, next := s.state, s.changed, s.nextAttempt
+		state, changed, next, lastErr := s.state, s.changed, s.nextAttempt, s.lastErr
 		s.mu.Unlock()
 		switch state {
+		case StateNeedsLogin:
+			return nil, &recovery.Error{Class: recovery.NeedsLogin, Reason: "server needs a login", Err: lastErr}
 		case StateStopped:
 			return nil, &recovery.Error{Reason: "server is stopped", Err: ErrStopped}
 		case StateParked:

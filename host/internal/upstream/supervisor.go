@@ -8,6 +8,7 @@ package upstream
 Design note: the state machine.
 
     starting ─► ready ⇄ reconnecting ─► parked ─► (revive) starting
+        └──────────┴──────┴─► needs_login ─► (new tokens stored) reconnecting
                                                    stopped (from anywhere)
 
 One goroutine (run) owns every transition. Callers never change state; they
@@ -24,6 +25,12 @@ connects and drops at once therefore parks instead of respawning forever.
 Parked is not dead: the supervisor keeps running, waiting for a revive
 signal (a half-open probe call, or Revive from the library), its own slow
 ParkedRetry timer, or shutdown.
+
+needs_login is parked for a reason no retry can fix: an OAuth server whose
+tokens are missing or could not be refreshed. Its tools are withdrawn at
+once, without spending the retry budget, and the supervisor polls the token
+store (loginPollInterval) until `mcpvisor login` has stored new tokens, so
+a running host recovers without a restart.
 */
 
 import (
@@ -54,6 +61,7 @@ const (
 	StateReconnecting
 	StateParked
 	StateStopped
+	StateNeedsLogin
 )
 
 // String returns the state's name as shown in status.
@@ -69,6 +77,8 @@ func (s State) String() string {
 		return "parked"
 	case StateStopped:
 		return "stopped"
+	case StateNeedsLogin:
+		return "needs_login"
 	}
 	return "unknown"
 }
@@ -104,6 +114,11 @@ const (
 
 	// closeGrace bounds how long closing a dead or replaced session may take.
 	closeGrace = 5 * time.Second
+
+	// loginPollInterval is how often a server that needs a login checks the
+	// token store for tokens `mcpvisor login` stored. Reading one small
+	// file is cheap; a person waits at most this long after logging in.
+	loginPollInterval = 2 * time.Second
 )
 
 // Options configure a Supervisor.
@@ -153,6 +168,9 @@ type Status struct {
 	// NextAttempt is when a reconnecting or parked server tries again.
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
+	// Action says what a person must do for the server to recover, when
+	// it cannot on its own ("run `mcpvisor login NAME`").
+	Action      string    `json:"action,omitempty"`
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 	Tools       int       `json:"tools"`
 	Resources   int       `json:"resources"`
@@ -340,6 +358,9 @@ func (s *Supervisor) Status() Status {
 	if s.lastErr != nil {
 		st.LastError = recovery.Redact(s.lastErr.Error())
 	}
+	if s.state == StateNeedsLogin {
+		st.Action = s.loginAction()
+	}
 	if c := s.catalog; c != nil {
 		st.Tools, st.Resources, st.Prompts = len(c.Tools), len(c.Resources)+len(c.Templates), len(c.Prompts)
 	}
@@ -435,6 +456,15 @@ func (s *Supervisor) run() {
 		if err != nil {
 			if s.isStopping() {
 				return
+			}
+			if errors.Is(err, recovery.ErrNeedsLogin) {
+				s.recordError(err)
+				if !s.awaitLogin() {
+					return
+				}
+				failures = 0
+				s.setFailures(0)
+				continue
 			}
 			failures++
 			s.recordError(err)
@@ -572,6 +602,43 @@ func (s *Supervisor) park(delay time.Duration) bool {
 		return false
 	}
 	return true
+}
+
+// awaitLogin withdraws the server's tools and waits until new tokens are
+// stored (or a revive, or stop). It returns false on stop.
+func (s *Supervisor) awaitLogin() bool {
+	s.publishCatalog(nil)
+	s.setState(StateNeedsLogin, time.Time{})
+	s.mu.Lock()
+	lastErr := s.lastErr
+	s.mu.Unlock()
+	s.logger.Error("server needs a login; its tools are withdrawn until then", "action", s.loginAction(), "error", errString(lastErr))
+	waiter, _ := s.opts.Dialer.(transport.LoginWaiter)
+	select {
+	case <-s.revive:
+	default:
+	}
+	t := time.NewTicker(loginPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopCh:
+			return false
+		case <-s.revive:
+			s.logger.Info("revived; trying the stored tokens again")
+			return true
+		case <-t.C:
+			if waiter != nil && waiter.HasNewLogin() {
+				s.logger.Info("new tokens stored; reconnecting")
+				return true
+			}
+		}
+	}
+}
+
+// loginAction is what a person must run for the server to come back.
+func (s *Supervisor) loginAction() string {
+	return fmt.Sprintf("run `mcpvisor login %s`", s.name)
 }
 
 func errString(err error) string {

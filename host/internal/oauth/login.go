@@ -1,0 +1,243 @@
+package oauth
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
+)
+
+// callbackPath is the redirect URI's path on the loopback listener.
+const callbackPath = "/callback"
+
+// LoginOptions configure Login.
+type LoginOptions struct {
+	// Store receives the tokens.
+	Store *Store
+	// HTTPClient reaches the upstream and its authorization server.
+	HTTPClient *http.Client
+	// Open sends the user to the authorization URL: print it, start a
+	// browser. It returns once that is done; the code arrives at the
+	// loopback listener, or as a line read from Paste.
+	Open func(ctx context.Context, authURL string) error
+	// Paste, when set, is read for the redirect URL (or just the code) the
+	// browser ended at, for machines whose browser cannot reach the
+	// loopback listener.
+	Paste io.Reader
+}
+
+// Login runs the authorization-code flow for srv and stores the tokens. The
+// flow is the go-sdk's auth.AuthorizationCodeHandler: discovery, client
+// registration (pre-registered, Client ID Metadata Document or dynamic),
+// PKCE S256, the resource indicator, scopes from the challenge, the
+// metadata or the block. It returns the store file written.
+func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, error) {
+	if srv.OAuth == nil {
+		return "", fmt.Errorf("server %q has no oauth block; add oauth { } to log in to it", srv.Name)
+	}
+	if srv.OAuth.Grant == config.GrantClientCredentials {
+		return "", fmt.Errorf("server %q uses the client_credentials grant: the host gets its tokens itself, no login needed", srv.Name)
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.OAuth.RedirectPort)))
+	if err != nil {
+		return "", fmt.Errorf("server %q: listening for the authorization redirect on 127.0.0.1:%d: %w (set redirect_port in its oauth block to a free port)", srv.Name, srv.OAuth.RedirectPort, err)
+	}
+	redirectURL := fmt.Sprintf("http://%s%s", ln.Addr().String(), callbackPath)
+
+	results := make(chan *auth.AuthorizationResult, 2)
+	failures := make(chan error, 2)
+	cb := &http.Server{Handler: callbackHandler(results, failures), ReadHeaderTimeout: 10 * time.Second}
+	go cb.Serve(ln)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		cb.Shutdown(sctx)
+	}()
+
+	var (
+		resource  string
+		exchanged *oauth2.Config
+		token     *oauth2.Token
+	)
+	fetch := func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+		au, err := url.Parse(args.URL)
+		if err != nil {
+			return nil, fmt.Errorf("authorization URL: %w", err)
+		}
+		resource = au.Query().Get("resource")
+		if opts.Paste != nil {
+			go readPasted(opts.Paste, au.Query().Get("state"), results, failures)
+		}
+		if opts.Open != nil {
+			if err := opts.Open(ctx, args.URL); err != nil {
+				return nil, err
+			}
+		}
+		select {
+		case r := <-results:
+			return r, nil
+		case err := <-failures:
+			return nil, err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the authorization redirect: %w", ctx.Err())
+		}
+	}
+
+	o := srv.OAuth
+	hcfg := &auth.AuthorizationCodeHandlerConfig{
+		RedirectURL:              redirectURL,
+		AuthorizationCodeFetcher: fetch,
+		RequestRefreshToken:      true,
+		Client:                   hc,
+		// Scopes: the challenge's, else scopes_supported (both chosen by
+		// the handler), else the block's.
+		ScopeFilter: func(discovered []string) []string {
+			if len(discovered) == 0 {
+				return o.Scopes
+			}
+			return discovered
+		},
+		NewTokenSource: func(_ context.Context, c *oauth2.Config, t *oauth2.Token) (oauth2.TokenSource, error) {
+			exchanged, token = c, t
+			return oauth2.StaticTokenSource(t), nil
+		},
+	}
+	if o.ClientMetadataURL != "" {
+		hcfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: o.ClientMetadataURL}
+	}
+	if o.ClientID != "" {
+		creds := &oauthex.ClientCredentials{ClientID: o.ClientID}
+		if o.ClientSecret != "" {
+			creds.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: o.ClientSecret}
+		}
+		hcfg.PreregisteredClient = creds
+	} else {
+		hcfg.DynamicClientRegistrationConfig = &auth.DynamicClientRegistrationConfig{
+			Metadata: &oauthex.ClientRegistrationMetadata{
+				RedirectURIs:  []string{redirectURL},
+				ClientName:    "mcpvisor",
+				GrantTypes:    []string{"authorization_code", "refresh_token"},
+				ResponseTypes: []string{"code"},
+				// A native client cannot keep a secret on the user's
+				// machine any better than its refresh token.
+				TokenEndpointAuthMethod: "none",
+				Scope:                   strings.Join(o.Scopes, " "),
+			},
+		}
+	}
+	handler, err := auth.NewAuthorizationCodeHandler(hcfg)
+	if err != nil {
+		return "", fmt.Errorf("server %q: %w", srv.Name, err)
+	}
+
+	req, resp, err := probe(ctx, hc, srv)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		return "", fmt.Errorf("server %q did not ask for authorization (%s answered HTTP %s); no login needed", srv.Name, srv.URL, resp.Status)
+	}
+	if err := handler.Authorize(ctx, req, resp); err != nil {
+		return "", fmt.Errorf("server %q: authorization failed: %s", srv.Name, describeError(err))
+	}
+	if token == nil || exchanged == nil {
+		return "", fmt.Errorf("server %q: the authorization server answered %s with HTTP %s but the login produced no token", srv.Name, srv.URL, resp.Status)
+	}
+
+	rec := &Record{
+		ClientID:   exchanged.ClientID,
+		TokenURL:   exchanged.Endpoint.TokenURL,
+		AuthStyle:  exchanged.Endpoint.AuthStyle,
+		Resource:   resource,
+		Scopes:     exchanged.Scopes,
+		Token:      token,
+		ObtainedAt: time.Now(),
+	}
+	if o.ClientSecret == "" {
+		rec.ClientSecret = exchanged.ClientSecret // a dynamically registered client's
+	}
+	key := KeyFor(srv)
+	if err := opts.Store.Save(key, rec); err != nil {
+		return "", fmt.Errorf("server %q: %w", srv.Name, err)
+	}
+	return opts.Store.Path(key), nil
+}
+
+// Logout removes srv's stored tokens. It reports whether there were any.
+func Logout(srv *config.Server, store *Store) (bool, error) {
+	return store.Delete(KeyFor(srv))
+}
+
+// callbackHandler receives the authorization server's redirect.
+func callbackHandler(results chan<- *auth.AuthorizationResult, failures chan<- error) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(callbackPath, func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if e := q.Get("error"); e != "" {
+			msg := e
+			if d := q.Get("error_description"); d != "" {
+				msg += ": " + d
+			}
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, "<p>mcpvisor: the authorization server refused the login (%s). You can close this tab.</p>\n", html.EscapeString(msg))
+			select {
+			case failures <- fmt.Errorf("the authorization server refused the login: %s", msg):
+			default:
+			}
+			return
+		}
+		if q.Get("code") == "" {
+			http.Error(w, "mcpvisor: this address expects an authorization code", http.StatusBadRequest)
+			return
+		}
+		fmt.Fprint(w, "<p>mcpvisor: logged in. You can close this tab.</p>\n")
+		select {
+		case results <- &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}:
+		default:
+		}
+	})
+	return mux
+}
+
+// readPasted reads one line: the URL the browser was redirected to, or
+// the bare code (the state is then the one we sent).
+func readPasted(r io.Reader, state string, results chan<- *auth.AuthorizationResult, failures chan<- error) {
+	line, err := bufio.NewReader(r).ReadString('\n')
+	line = strings.TrimSpace(line)
+	if line == "" {
+		if err != nil && !errors.Is(err, io.EOF) {
+			failures <- fmt.Errorf("reading the pasted code: %w", err)
+		}
+		return
+	}
+	res := &auth.AuthorizationResult{Code: line, State: state}
+	if u, perr := url.Parse(line); perr == nil && u.Query().Get("code") != "" {
+		q := u.Query()
+		res = &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}
+	}
+	select {
+	case results <- res:
+	default:
+	}
+}
