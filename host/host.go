@@ -154,19 +154,29 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return upstream.New(srv, upstream.Options{
+	var sup *upstream.Supervisor
+	sup = upstream.New(srv, upstream.Options{
 		Logger:     h.logger,
 		Dialer:     d,
 		ClientInfo: &mcp.Implementation{Name: "mcpvisor", Version: Version},
-		OnCatalog:  h.registry.Update,
-		OnStatus:   h.onStatus,
+		// Only the current supervisor of a name speaks for it: during a
+		// reload the new one starts beside the old one, and the old one's
+		// last word (withdrawing its catalog as it stops) must not withdraw
+		// the new one's.
+		OnCatalog: func(name string, cat *registry.Catalog) {
+			if h.servers.Load().sups[name] == sup {
+				h.registry.Update(name, cat)
+			}
+		},
+		OnStatus: h.onStatus,
 		OnLog: func(_ string, msg *mcp.LoggingMessageParams) {
 			h.gateway.BroadcastLog(context.Background(), msg)
 		},
 		OnResourceUpdated: func(_ string, p *mcp.ResourceUpdatedNotificationParams) {
 			h.gateway.NotifyResourceUpdated(context.Background(), p.URI)
 		},
-	}), nil
+	})
+	return sup, nil
 }
 
 // setRoots hands the roots of the downstream client that last connected
@@ -245,6 +255,22 @@ func (h *Host) Close(ctx context.Context) error {
 		h.closeErr = stopAll(ctx, set.sups, set.order)
 	})
 	return h.closeErr
+}
+
+// retire lets the named supervisors finish the calls in flight (up to
+// ctx) and stops them, in parallel; calls that still meet the stop are
+// told reason.
+func retire(ctx context.Context, sups map[string]*upstream.Supervisor, names []string, reason string) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(names))
+	for i, name := range names {
+		wg.Go(func() {
+			sups[name].Drain(ctx)
+			errs[i] = sups[name].StopFor(ctx, reason)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // stopAll stops the named supervisors in parallel.
@@ -418,8 +444,10 @@ type ReloadResult struct {
 // Reload applies a new configuration, touching only the server blocks that
 // changed: new blocks start, removed ones stop (their tools deregistered),
 // changed ones restart, and unchanged ones keep running untouched, with
-// their sessions. Naming and filters are re-applied to all. The host block
-// is not reloaded.
+// their sessions. A changed server's new process starts and becomes ready
+// before the old one stops; the old one finishes its calls in flight (up
+// to ctx), so calls never meet a gap. Naming and filters are re-applied to
+// all. The host block is not reloaded.
 func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, error) {
 	var res ReloadResult
 	if err := cfg.Validate(); err != nil {
@@ -467,14 +495,11 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, er
 		}
 	}
 
-	// Stop what goes away first: a restarted server's old process must be
-	// gone (and its catalog withdrawn) before the new one registers.
-	err := stopAll(ctx, old.sups, toStop)
-	for _, name := range toStop {
-		h.registry.Update(name, nil)
-	}
-	h.registry.SetSpecs(specsOf(cfg))
-	h.servers.Store(next)
+	// A changed server's new process starts beside the old one, which
+	// keeps serving until the new one is ready (or ctx ends): calls never
+	// meet a gap. Then the new set takes over, the new servers' catalogs
+	// are published, and the old processes finish their calls in flight
+	// and stop.
 	h.rootsMu.Lock()
 	for _, sup := range toStart {
 		sup.SetRoots(h.roots)
@@ -484,7 +509,22 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, er
 		for _, sup := range toStart {
 			sup.Start()
 		}
+		for _, name := range res.Restarted {
+			if err := next.sups[name].WaitSettled(ctx); err != nil {
+				h.logger.Warn("reload: restarted server not ready in time; switching to it anyway", "server", name)
+			}
+		}
 	}
+	for _, name := range res.Removed {
+		h.registry.Update(name, nil)
+	}
+	h.registry.SetSpecs(specsOf(cfg))
+	h.servers.Store(next)
+	for _, sup := range toStart {
+		h.registry.Update(sup.Name(), sup.Catalog())
+	}
+	err := retire(ctx, old.sups, res.Restarted, "restarted by reload")
+	err = errors.Join(err, retire(ctx, old.sups, res.Removed, "removed by reload"))
 	return res, err
 }
 

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -1195,4 +1196,55 @@ func TestParkedServerRevivedByUse(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, "the server revived by a tools/list", func() bool {
 		return statusOf(t, h, "echo").State == "ready"
 	})
+}
+
+// A reload that changes a server's block starts the new process and lets
+// it get ready before the old one stops: calls made all through the reload
+// never fail, never meet "unknown tool", and end up on the new process.
+func TestReloadOfChangedServerDropsNoCall(t *testing.T) {
+	block := func(v string) string {
+		return fmt.Sprintf("server \"echo\" {\n  command = %q\n  env = { RELOAD_VERSION = %q }\n}\n", bins["echo"], v)
+	}
+	h, cs := startHost(t, block("1"), nil)
+	oldPid := statusOf(t, h, "echo").Pid
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "x"}})
+				calls.Add(1)
+				if err != nil || res.IsError {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprint(err, res))
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	cfg, err := config.Parse([]byte(block("2")), filepath.Join(t.TempDir(), "config.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	res, err := h.Reload(rctx, cfg)
+	rcancel()
+	if err != nil || !slices.Equal(res.Restarted, []string{"echo"}) {
+		t.Fatalf("reload: %+v, %v", res, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d calls failed during the reload; first: %v", n, calls.Load(), firstErr.Load())
+	}
+	if st := statusOf(t, h, "echo"); st.Pid == oldPid || st.State != "ready" {
+		t.Errorf("after the reload: pid %d (old %d), state %s; want a new ready process", st.Pid, oldPid, st.State)
+	}
+	if testutil.Alive(oldPid) {
+		t.Error("the old process still runs after the reload")
+	}
 }

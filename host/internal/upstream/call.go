@@ -16,7 +16,7 @@ import (
 )
 
 // ErrStopped is wrapped by errors for operations on a stopped supervisor.
-var ErrStopped = errors.New("server is stopped (host shutting down)")
+var ErrStopped = errors.New("server is stopped")
 
 // CallTool calls a tool on the upstream by its original name, for the
 // downstream client d (nil: none). A tool that declared readOnlyHint is
@@ -180,6 +180,8 @@ func (s *Supervisor) Unsubscribe(ctx context.Context, params *mcp.UnsubscribePar
 // caller) before anything is sent: the upstream may ask that client
 // something (roots) the moment the request arrives.
 func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable bool, fn func(context.Context, *session) error) error {
+	s.calls.Add(1)
+	defer s.calls.Add(-1)
 	_, _, release := s.track(ctx, d, nil)
 	defer release()
 	if s.cfg.Timeout > 0 {
@@ -236,7 +238,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		return s.needsLoginError(op, err)
 	}
 	if s.isStopping() {
-		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: "host is shutting down", Err: ErrStopped}
+		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
 	}
 
 	retry := false
@@ -409,7 +411,7 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 
 		switch state {
 		case StateStopped:
-			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: "server is stopped", Err: ErrStopped}
+			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
 		case StateNeedsLogin:
 			return nil, s.needsLoginError(op, lastErr)
 		case StateParked:
@@ -464,7 +466,7 @@ func (s *Supervisor) awaitNewer(ctx context.Context, gen uint64) (*session, erro
 		case StateNeedsLogin:
 			return nil, &recovery.Error{Class: recovery.NeedsLogin, Reason: "server needs a login", Err: lastErr}
 		case StateStopped:
-			return nil, &recovery.Error{Reason: "server is stopped", Err: ErrStopped}
+			return nil, &recovery.Error{Reason: s.stopped(), Err: ErrStopped}
 		case StateParked:
 			return nil, &recovery.Error{Reason: "server parked", RetryAt: next}
 		}

@@ -115,6 +115,10 @@ const (
 	// closeGrace bounds how long closing a dead or replaced session may take.
 	closeGrace = 5 * time.Second
 
+	// drainPoll is how often Drain looks whether the operations in flight
+	// have finished; it only runs while a replaced server is retired.
+	drainPoll = 20 * time.Millisecond
+
 	// loginPollInterval is how often a server that needs a login checks the
 	// token store for tokens `mcpvisor login` stored. Reading one small
 	// file is cheap; a person waits at most this long after logging in.
@@ -266,6 +270,11 @@ type Supervisor struct {
 	stopCh   chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
+	// stopReason says why the supervisor stopped, for the errors of calls
+	// that meet it stopping ("host shutting down", "restarted by reload").
+	stopReason atomic.Pointer[string]
+	// calls counts the operations in flight through do(), for Drain.
+	calls atomic.Int64
 }
 
 // New returns a Supervisor for srv. Call Start to begin connecting.
@@ -325,7 +334,15 @@ func (s *Supervisor) Start() {
 // Stop shuts the server down: the supervisor stops, the session closes and
 // the process group is terminated. It waits until that is done or ctx ends.
 func (s *Supervisor) Stop(ctx context.Context) error {
-	s.stopOnce.Do(func() { close(s.stopCh) })
+	return s.StopFor(ctx, "host shutting down")
+}
+
+// StopFor is Stop with the reason calls that meet the stop are told.
+func (s *Supervisor) StopFor(ctx context.Context, reason string) error {
+	s.stopOnce.Do(func() {
+		s.stopReason.Store(&reason)
+		close(s.stopCh)
+	})
 	select {
 	case <-s.done:
 		return nil
@@ -916,6 +933,30 @@ func (s *Supervisor) WaitSettled(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// Drain waits until no operation is in flight through the supervisor, or
+// ctx ends. New operations may still start: callers stop routing to it
+// first (a reload swaps in its replacement before draining the old one).
+func (s *Supervisor) Drain(ctx context.Context) error {
+	t := time.NewTicker(drainPoll)
+	defer t.Stop()
+	for s.calls.Load() > 0 {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// stopped is the reason the supervisor stopped.
+func (s *Supervisor) stopped() string {
+	if r := s.stopReason.Load(); r != nil {
+		return *r
+	}
+	return "stopped"
 }
 
 // ProtocolVersion is the MCP protocol version negotiated with the upstream
