@@ -32,7 +32,7 @@ import (
 // resultWriter is a connection that can write a response around a result
 // that is already JSON without re-encoding it (wire's line connection).
 type resultWriter interface {
-	WriteResult(id jsonrpc.ID, result json.RawMessage) error
+	WriteResult(ctx context.Context, id jsonrpc.ID, result json.RawMessage) error
 }
 
 // forwardingTransport wraps a downstream stdio transport so that tools/call
@@ -137,7 +137,7 @@ func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id json
 	res, err := c.t.g.backend.Forward(ctx, ss, target.server, target.tool, target.params)
 	if err == nil {
 		if w, ok := c.Connection.(resultWriter); ok {
-			err = w.WriteResult(id, res)
+			err = w.WriteResult(context.Background(), id, res)
 		} else {
 			err = c.Connection.Write(context.Background(), &jsonrpc.Response{ID: id, Result: res})
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
@@ -227,8 +228,12 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		return err
 	case recovery.Timeout:
 		s.strike(op)
-		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Timeout,
-			Reason: fmt.Sprintf("no answer within the call timeout (%s)", s.cfg.Timeout)}
+		if sess.stalled() {
+			// The process stopped reading; a request may be half written
+			// into its pipe. Replace it.
+			s.reportFailed(sess.gen, fmt.Errorf("the server stopped reading its input: %w", err))
+		}
+		return s.timeoutError(op, sess, err, "")
 	case recovery.NeedsLogin:
 		// The token could not be refreshed: no retry can help, and the
 		// server is reachable, so no strike. The supervisor reconnects,
@@ -286,8 +291,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 			Reason: "the upstream rejected the credentials again after reconnecting", Err: err2}
 	case recovery.Timeout:
 		s.strike(op)
-		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Timeout,
-			Reason: fmt.Sprintf("retry got no answer within the call timeout (%s)", s.cfg.Timeout)}
+		return s.timeoutError(op, next, err2, "retry: ")
 	}
 	if class2 != recovery.SessionGone {
 		s.strikeSession(op, next)
@@ -319,6 +323,18 @@ func (s *Supervisor) classify(ctx context.Context, sess *session, err error) rec
 		return recovery.ProcessDied
 	}
 	return c
+}
+
+// timeoutError is a call's error when its deadline passed: either the
+// server never answered, or it never even read the request (a stopped or
+// stuck process whose input pipe is full; its connection is then closed
+// and the process replaced, since half a request may be in the pipe).
+func (s *Supervisor) timeoutError(op string, sess *session, err error, prefix string) error {
+	reason := fmt.Sprintf("%sno answer within the call timeout (%s)", prefix, s.cfg.Timeout)
+	if errors.Is(err, wire.ErrWriteTimeout) || sess.stalled() {
+		reason = fmt.Sprintf("%sthe server did not read the request within the call timeout (%s): it is stopped or stuck", prefix, s.cfg.Timeout)
+	}
+	return &recovery.Error{Server: s.name, Op: op, Class: recovery.Timeout, Reason: reason}
 }
 
 // strikeSession is strike for a failure of the session itself (its process

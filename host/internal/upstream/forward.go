@@ -126,12 +126,12 @@ func responseResult(resp *jsonrpc.Response) (json.RawMessage, error) {
 // requestWriter is a connection that writes a request whose params are
 // already encoded JSON without re-encoding them (wire's line connection).
 type requestWriter interface {
-	WriteRequest(id, method string, params json.RawMessage) error
+	WriteRequest(ctx context.Context, id, method string, params json.RawMessage) error
 }
 
 func (c *processConn) writeRequest(ctx context.Context, id, method string, params json.RawMessage) error {
 	if w, ok := c.Connection.(requestWriter); ok {
-		return w.WriteRequest(id, method, params)
+		return w.WriteRequest(ctx, id, method, params)
 	}
 	jid, _ := jsonrpc.MakeID(id)
 	return c.Connection.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: params})

@@ -93,3 +93,10 @@ func (c *processConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 	}
 }
+
+// stalled reports whether a write to the process ever timed out: it
+// stopped reading its input (wire's line connection knows).
+func (c *processConn) stalled() bool {
+	s, ok := c.Connection.(interface{ Stalled() bool })
+	return ok && s.Stalled()
+}

@@ -208,6 +208,9 @@ type session struct {
 	struck atomic.Bool
 }
 
+// stalled reports whether a write to the session's process ever timed out.
+func (s *session) stalled() bool { return s.conn != nil && s.conn.stalled() }
+
 func (s *session) isDead() bool {
 	select {
 	case <-s.dead:

@@ -968,3 +968,49 @@ func TestParkedServerBacksOffFromCooldown(t *testing.T) {
 		}
 	}
 }
+
+// A call to a server that stopped reading its input (SIGSTOP, with a
+// request larger than the pipe's buffer) fails at its timeout with an
+// error that says so, on both call paths, and so does the next call: no
+// write waits past a deadline. The request left half-written closes the
+// session, and the stuck process is replaced.
+func TestWriteToStuckServerHoldsTheDeadline(t *testing.T) {
+	srv := stdioServer("echo", echoBin)
+	srv.Timeout = time.Second
+	srv.Breaker = config.Breaker{Threshold: 100, Cooldown: time.Hour}
+	h := start(t, srv, nil)
+	st := h.waitState("ready", 1)
+	syscall.Kill(st.Pid, syscall.SIGSTOP)
+	defer syscall.Kill(st.Pid, syscall.SIGCONT)
+
+	big := fmt.Sprintf(`{"text":%q}`, strings.Repeat("x", 256<<10))
+	for i, path := range []func() error{
+		func() error { _, err := call(context.Background(), h.sup, "echo", big); return err },
+		func() error { _, err := callRaw(context.Background(), h.sup, "echo", big); return err },
+	} {
+		start := time.Now()
+		err := path()
+		took := time.Since(start)
+		var re *recovery.Error
+		if i == 0 && (!errors.As(err, &re) || re.Class != recovery.Timeout) {
+			t.Errorf("call %d: %v, want a timeout", i+1, err)
+		}
+		if err == nil {
+			t.Errorf("call %d to a stopped server succeeded", i+1)
+		}
+		// The bound is a hang guard: a write that ignored the deadline
+		// would wait for the process to resume (never, here).
+		if took > srv.Timeout+3*time.Second {
+			t.Errorf("call %d took %s with a %s timeout", i+1, took.Round(time.Millisecond), srv.Timeout)
+		}
+		if i == 0 && (err == nil || !strings.Contains(err.Error(), "did not read the request")) {
+			t.Errorf("call %d: %v, want it to say the server did not read the request", i+1, err)
+		}
+	}
+	// The half-written request ended that session; the stopped process is
+	// killed and a new one answers.
+	h.waitState("ready", 2)
+	if _, err := call(context.Background(), h.sup, "echo", `{"text":"after"}`); err != nil {
+		t.Fatalf("call after the stuck server was replaced: %v", err)
+	}
+}

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,7 +33,19 @@ type lineTransport struct {
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w}, nil
+	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1)}, nil
+}
+
+// ErrWriteTimeout is wrapped by the error of a write that could not finish
+// by its context's deadline: the peer stopped reading (a stopped or stuck
+// process whose input pipe is full). It also wraps
+// context.DeadlineExceeded.
+var ErrWriteTimeout = errors.New("the peer did not read its input in time")
+
+// writeDeadliner is a writer whose writes can be bounded in time: the
+// write end of an os.Pipe.
+type writeDeadliner interface {
+	SetWriteDeadline(time.Time) error
 }
 
 type lineConn struct {
@@ -38,8 +53,15 @@ type lineConn struct {
 	rc    io.Closer
 	queue []jsonrpc.Message // the rest of a batch
 
-	wmu sync.Mutex
-	w   io.WriteCloser
+	// wsem serialises writes; unlike a mutex, waiting for it is bounded by
+	// the writer's context.
+	wsem chan struct{}
+	w    io.WriteCloser
+	// werr is set when a write was cut short: the stream then holds half a
+	// message and no later write can be understood.
+	werr error
+	// stalled is set once a write has timed out (Stalled).
+	stalled atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -115,33 +137,60 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err != nil {
 		return err
 	}
-	data = append(data, '\n')
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err = c.w.Write(data)
-	return err
+	return c.write(ctx, append(data, '\n'))
 }
 
 // WriteResult writes a response with a result that is already encoded
 // JSON (one the connection's Read produced, or json.Marshal did), as it is:
 // no re-encoding, so the client gets the upstream's exact bytes.
-func (c *lineConn) WriteResult(id jsonrpc.ID, result json.RawMessage) error {
-	buf := append(EncodeResponse(id, result), '\n')
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.w.Write(buf)
-	return err
+func (c *lineConn) WriteResult(ctx context.Context, id jsonrpc.ID, result json.RawMessage) error {
+	return c.write(ctx, append(EncodeResponse(id, result), '\n'))
 }
 
 // WriteRequest writes a request whose params are already encoded JSON,
 // as they are.
-func (c *lineConn) WriteRequest(id, method string, params json.RawMessage) error {
-	buf := append(EncodeRequest(id, method, params), '\n')
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.w.Write(buf)
+func (c *lineConn) WriteRequest(ctx context.Context, id, method string, params json.RawMessage) error {
+	return c.write(ctx, append(EncodeRequest(id, method, params), '\n'))
+}
+
+// write writes one framed message, bounded by ctx: waiting for the other
+// writers and the write itself end at ctx's deadline (for a writer that
+// supports deadlines). A write cut short leaves half a message in the
+// stream: every later write fails, and the owner replaces the peer
+// (Stalled says so) instead of feeding it the rest.
+func (c *lineConn) write(ctx context.Context, buf []byte) error {
+	select {
+	case c.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrWriteTimeout, ctx.Err())
+	}
+	defer func() { <-c.wsem }()
+	if c.werr != nil {
+		return c.werr
+	}
+	dw, bounded := c.w.(writeDeadliner)
+	if dl, ok := ctx.Deadline(); ok && bounded {
+		if dw.SetWriteDeadline(dl) == nil {
+			defer dw.SetWriteDeadline(time.Time{})
+		}
+	}
+	n, err := c.w.Write(buf)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.stalled.Store(true)
+		err = fmt.Errorf("%w: %w", ErrWriteTimeout, context.DeadlineExceeded)
+	}
+	if n > 0 {
+		c.werr = fmt.Errorf("a message was cut short after %d of %d bytes; the connection cannot be written to again: %w", n, len(buf), err)
+	}
 	return err
 }
+
+// Stalled reports whether a write to the peer has ever timed out: the peer
+// stopped reading its input.
+func (c *lineConn) Stalled() bool { return c.stalled.Load() }
 
 func (c *lineConn) Close() error {
 	c.closeOnce.Do(func() {
