@@ -11,6 +11,7 @@ require (
 	github.com/zclconf/go-cty v1.19.0
 	golang.org/x/net v0.50.0
 	golang.org/x/oauth2 v0.35.0
+	golang.org/x/time v0.15.0
 	google.golang.org/grpc v1.61.0
 	google.golang.org/protobuf v1.36.6
 )
@@ -34,7 +35,6 @@ require (
 	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/sys v0.41.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/tools v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20231106174013-bbf56f31fb17 // indirect
 )

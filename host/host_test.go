@@ -1248,3 +1248,33 @@ func TestReloadOfChangedServerDropsNoCall(t *testing.T) {
 		t.Error("the old process still runs after the reload")
 	}
 }
+
+// A stdio server runs in the config file's directory, so a relative path
+// inside it means what it means in command: `sh -c "exec ./echo-here"`
+// finds the binary next to the config file, wherever mcpvisor runs.
+func TestStdioServerRunsInConfigDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink(bins["echo"], filepath.Join(dir, "echo-here")); err != nil {
+		t.Fatal(err)
+	}
+	src := "server \"echo\" {\n  command = \"sh\"\n  args    = [\"-c\", \"exec ./echo-here\"]\n}\n"
+	cfg, err := config.Parse([]byte(src), filepath.Join(dir, "config.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(cfg, host.WithLogger(logger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h.Start(ctx)
+	defer h.Close(context.Background())
+	h.WaitSettled(ctx)
+	if st := statusOf(t, h, "echo"); st.State != "ready" {
+		t.Fatalf("server is %s: %s", st.State, st.LastError)
+	}
+	if _, err := h.CallTool(ctx, "echo__echo", map[string]any{"text": "here"}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -116,7 +116,9 @@ type Server struct {
 	// other variables never reach the child.
 	Env map[string]string
 	// Cwd is the child's working directory, relative to the config file's
-	// directory when not absolute. Empty means the host's working directory.
+	// directory when not absolute. Load sets it to the config file's
+	// directory when the block has none; empty (a Config built in Go) means
+	// the host's working directory.
 	Cwd string
 
 	// URL and Headers describe an HTTP upstream (streamable HTTP or SSE).

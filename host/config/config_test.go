@@ -115,7 +115,7 @@ func TestParseValid(t *testing.T) {
 			name: "minimal stdio server gets every default",
 			src:  `server "fs" { command = "npx" }`,
 			want: &config.Config{Host: defaultHost(), Servers: []*config.Server{
-				func() *config.Server { s := defaultServer("fs", config.TransportStdio); s.Command = "npx"; return s }(),
+				func() *config.Server { s := defaultServer("fs", config.TransportStdio); s.Command = "npx"; s.Cwd = dir; return s }(),
 			}},
 		},
 		{
@@ -167,6 +167,7 @@ server "svc" {
 			want: &config.Config{Host: defaultHost(), Servers: []*config.Server{
 				func() *config.Server {
 					s := defaultServer("only", config.TransportStdio)
+					s.Cwd = dir
 					s.Command = "npx"
 					s.Prefix = ""
 					return s
@@ -177,7 +178,7 @@ server "svc" {
 			name: "null means unset",
 			src:  "server \"fs\" {\n  command = \"npx\"\n  prefix = null\n  timeout = null\n}\n",
 			want: &config.Config{Host: defaultHost(), Servers: []*config.Server{
-				func() *config.Server { s := defaultServer("fs", config.TransportStdio); s.Command = "npx"; return s }(),
+				func() *config.Server { s := defaultServer("fs", config.TransportStdio); s.Command = "npx"; s.Cwd = dir; return s }(),
 			}},
 		},
 		{
@@ -196,6 +197,7 @@ server "svc" {
 			want: &config.Config{Host: defaultHost(), Servers: []*config.Server{
 				func() *config.Server {
 					s := defaultServer("fs", config.TransportStdio)
+					s.Cwd = dir
 					s.Command = "npx"
 					s.Args = []string{"1", "true"}
 					return s

@@ -185,6 +185,11 @@ func (d *decoder) server(rs *serverSchema) *Server {
 	}
 	if v, ok := d.str(rs.Cwd, "cwd"); ok && v != "" {
 		s.Cwd = d.resolve(v)
+	} else if s.Command != "" && d.baseDir != "" {
+		// A stdio server runs in the config file's directory, so a
+		// relative path means the same inside the server (sh -c
+		// "exec ../bin/notes") as in command.
+		s.Cwd = d.baseDir
 	}
 
 	if v, ok := d.str(rs.URL, "url"); ok {

@@ -82,6 +82,11 @@ var ErrProcessExited = errors.New("upstream process exited")
 // ErrUnauthorized is wrapped by errors that report HTTP 401 from an upstream.
 var ErrUnauthorized = errors.New("upstream rejected the credentials (HTTP 401)")
 
+// ErrCannotStart is wrapped by errors that say a server can never start as
+// configured — its command is missing or not executable — so retrying
+// cannot help until the configuration or the machine changes.
+var ErrCannotStart = errors.New("server cannot start")
+
 // ErrNeedsLogin is wrapped by errors that report an upstream whose OAuth
 // tokens are missing, revoked or expired beyond refresh.
 var ErrNeedsLogin = errors.New("upstream authorization needs a new login")

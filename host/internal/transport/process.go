@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -40,6 +41,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
@@ -61,6 +63,19 @@ const (
 
 	// stderrTailLines is how many stderr lines are kept for error messages.
 	stderrTailLines = 20
+
+	// stderrRate and stderrBurst bound how many stderr lines per second a
+	// server gets logged: a chatty server cannot flood mcpvisor's log. The
+	// lines over the limit are counted and summarized ("N lines dropped").
+	stderrRate  = 100
+	stderrBurst = 500
+
+	// strayRate and strayBurst bound the warnings about stray stdout lines.
+	strayRate  = 1
+	strayBurst = 5
+
+	// strayShown is how much of a stray stdout line is logged and kept.
+	strayShown = 200
 
 	// maxStderrLine bounds one logged stderr line. A longer line is cut
 	// (the rest up to its newline is counted and dropped) but never stops
@@ -96,6 +111,14 @@ type Process struct {
 
 	tailMu sync.Mutex
 	tail   []string
+	// stray is the first stray stdout line (cut to strayShown bytes).
+	stray string
+	// strays counts stray stdout lines; strayLimit and errLimit rate-limit
+	// what is logged of them and of stderr.
+	strays     int
+	strayLimit *rate.Limiter
+	errLimit   *rate.Limiter
+	dropped    int // stderr lines not logged since the last logged one
 
 	stopOnce sync.Once
 	stopErr  error
@@ -110,7 +133,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	}
 	path, err := exec.LookPath(cfg.Command)
 	if err != nil {
-		return nil, fmt.Errorf("command %q not found: %w (check `command` and PATH)", cfg.Command, err)
+		return nil, fmt.Errorf("%w: command %q not found: %w (check `command` and PATH)", recovery.ErrCannotStart, cfg.Command, err)
 	}
 
 	inR, inW, err := os.Pipe()
@@ -135,6 +158,11 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, fs.ErrNotExist) {
+			// Not executable, not a program, or its working directory
+			// is missing: no retry can fix that.
+			return nil, fmt.Errorf("%w: starting %q: %w", recovery.ErrCannotStart, cfg.Command, err)
+		}
 		return nil, fmt.Errorf("starting %q: %w", cfg.Command, err)
 	}
 	// The child has its copies; ours of its ends must go, or we would never
@@ -148,6 +176,9 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		stdout: outR,
 		logger: logger,
 		exited: make(chan struct{}),
+
+		strayLimit: rate.NewLimiter(strayRate, strayBurst),
+		errLimit:   rate.NewLimiter(stderrRate, stderrBurst),
 	}
 	stderrDone := make(chan struct{})
 	go p.readStderr(errR, stderrDone)
@@ -177,7 +208,7 @@ func (p *Process) readStderr(r *os.File, done chan<- struct{}) {
 			if cut > 0 {
 				text += fmt.Sprintf(" … (%d more bytes of this line not shown)", cut)
 			}
-			p.logger.Info(text, "stream", "stderr")
+			p.logStderr(text)
 			p.tailMu.Lock()
 			p.tail = append(p.tail, text)
 			if len(p.tail) > stderrTailLines {
@@ -189,6 +220,46 @@ func (p *Process) readStderr(r *os.File, done chan<- struct{}) {
 			return
 		}
 	}
+}
+
+// logStderr logs a stderr line within the rate limit; over it, lines are
+// counted and the count is logged with the next line that fits.
+func (p *Process) logStderr(text string) {
+	if !p.errLimit.Allow() {
+		p.dropped++
+		return
+	}
+	if p.dropped > 0 {
+		p.logger.Warn("stderr lines dropped: the server writes faster than the log takes", "dropped", p.dropped, "stream", "stderr")
+		p.dropped = 0
+	}
+	p.logger.Info(text, "stream", "stderr")
+}
+
+// strayLine is told of a line on the server's stdout that is not an MCP
+// message; it is skipped, logged within a rate limit, and the first one is
+// kept for error messages (a server that never answers initialize because
+// it printed a banner says so).
+func (p *Process) strayLine(line []byte) {
+	shown := string(line[:min(len(line), strayShown)])
+	p.tailMu.Lock()
+	p.strays++
+	if p.stray == "" {
+		p.stray = shown
+	}
+	p.tailMu.Unlock()
+	if p.strayLimit.Allow() {
+		p.logger.Warn("server wrote a line to stdout that is not an MCP message; skipped (stdout is for protocol messages only: a server must log to stderr)",
+			"line", recovery.Redact(shown), "stream", "stdout")
+	}
+}
+
+// Stray returns the first line the server wrote to stdout that was not an
+// MCP message, or "".
+func (p *Process) Stray() string {
+	p.tailMu.Lock()
+	defer p.tailMu.Unlock()
+	return p.stray
 }
 
 // readCappedLine returns the next line without its line ending, at most
@@ -217,7 +288,7 @@ func (p *Process) Pid() int { return p.pgid }
 
 // Transport returns the JSON-RPC transport over the process's stdio.
 func (p *Process) Transport() mcp.Transport {
-	return wire.NewLineTransport(p.stdout, p.stdin)
+	return wire.NewServerLineTransport(p.stdout, p.stdin, p.strayLine)
 }
 
 // Done is closed when the direct child has exited.
@@ -239,11 +310,16 @@ func (p *Process) Err() error {
 	}
 	p.tailMu.Lock()
 	tail := strings.Join(p.tail, "\n")
+	stray := p.stray
 	p.tailMu.Unlock()
+	var more string
 	if tail != "" {
-		return fmt.Errorf("%w (%s); last stderr: %s", recovery.ErrProcessExited, how, recovery.Redact(lastLines(tail, 3)))
+		more += "; last stderr: " + recovery.Redact(lastLines(tail, 3))
 	}
-	return fmt.Errorf("%w (%s)", recovery.ErrProcessExited, how)
+	if stray != "" {
+		more += fmt.Sprintf("; it wrote %q to stdout, which is for MCP messages only", recovery.Redact(stray))
+	}
+	return fmt.Errorf("%w (%s)%s", recovery.ErrProcessExited, how, more)
 }
 
 // StderrTail returns the last lines the process wrote to stderr.

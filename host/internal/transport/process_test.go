@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
@@ -152,5 +154,33 @@ func TestLongStderrLineIsCutNotFatal(t *testing.T) {
 	long := tail[len(tail)-2]
 	if !strings.HasPrefix(long, "xxxx") || !strings.Contains(long, "more bytes of this line not shown") || len(long) > 10<<10 {
 		t.Errorf("long line logged as %d bytes: %.120q…", len(long), long)
+	}
+}
+
+// A line on a server's stdout that is not an MCP message (a banner, a
+// stray print) is skipped, not fatal: the session goes on, and the line is
+// kept for error messages.
+func TestStrayStdoutLineIsSkipped(t *testing.T) {
+	p, err := transport.StartProcess(transport.ProcessConfig{
+		Command: "sh", Args: []string{"-c", `echo 'hello, I am not MCP'; echo '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}'; sleep 30`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	conn, err := p.Transport().Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msg, err := conn.Read(context.Background())
+	if err != nil {
+		t.Fatalf("Read after a stray line: %v, want the next message", err)
+	}
+	if req, ok := msg.(*jsonrpc.Request); !ok || req.Method != "notifications/message" {
+		t.Fatalf("read %#v, want the notification after the stray line", msg)
+	}
+	if got := p.Stray(); got != "hello, I am not MCP" {
+		t.Errorf("Stray() = %q", got)
 	}
 }

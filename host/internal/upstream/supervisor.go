@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -471,8 +472,13 @@ func (s *Supervisor) run() {
 	// that follows a park: if it fails, the server parks again at once
 	// instead of spending a whole budget (park and re-arm).
 	parks, probing := 0, false
+	// exitedAs is how the last failed attempt's process exited before
+	// initialize ("" if it did not); the same exit twice in a row is as
+	// permanent as a missing command.
+	exitedAs := ""
 	for {
 		sess, err := s.connect()
+		permanent := false
 		if err != nil {
 			if s.isStopping() {
 				return
@@ -489,7 +495,11 @@ func (s *Supervisor) run() {
 			failures++
 			s.recordError(err)
 			s.logger.Warn("connect failed", "attempt", failures, "error", recovery.Redact(err.Error()))
+			sig := exitSignature(err)
+			permanent = errors.Is(err, recovery.ErrCannotStart) || (sig != "" && sig == exitedAs)
+			exitedAs = sig
 		} else {
+			exitedAs = ""
 			probing = false
 			healthy, deathErr := s.serve(sess, &failures)
 			s.cur.Store(nil)
@@ -515,7 +525,10 @@ func (s *Supervisor) run() {
 		}
 		s.setFailures(failures)
 
-		if failures > s.cfg.Reconnect.MaxRetries || (probing && err != nil) {
+		if permanent && !probing {
+			s.logger.Error("server cannot start as configured; parked without retrying", "error", recovery.Redact(err.Error()))
+		}
+		if failures > s.cfg.Reconnect.MaxRetries || (probing && err != nil) || permanent {
 			parks++
 			if !s.park(s.parkedDelay(parks)) {
 				return
@@ -534,6 +547,25 @@ func (s *Supervisor) run() {
 			}
 		}
 	}
+}
+
+// exitSignature is how a process that exited before initialize exited
+// ("upstream process exited (exit status 1)"), without the stderr lines
+// and pids that differ between attempts; "" for any other error.
+func exitSignature(err error) string {
+	if !errors.Is(err, recovery.ErrProcessExited) {
+		return ""
+	}
+	msg := err.Error()
+	i := strings.Index(msg, recovery.ErrProcessExited.Error())
+	if i < 0 {
+		return ""
+	}
+	msg = msg[i:]
+	if j := strings.Index(msg, ")"); j >= 0 {
+		msg = msg[:j+1]
+	}
+	return msg
 }
 
 // parkedDelay is how long the n-th consecutive park (n ≥ 1) waits before
@@ -710,7 +742,11 @@ func (s *Supervisor) connect() (*session, error) {
 		case timedOut:
 			// First: the SDK closes the connection when Connect gives up,
 			// and a server that exits on EOF may already be gone by now.
-			return nil, fmt.Errorf("initialize: no answer within connect_timeout (%s)", s.cfg.ConnectTimeout)
+			err := fmt.Errorf("initialize: no answer within connect_timeout (%s)", s.cfg.ConnectTimeout)
+			if st, ok := link.(interface{ Stray() string }); ok && st.Stray() != "" {
+				err = fmt.Errorf("%w; the server wrote %q to stdout, which is for MCP messages only (a server must log to stderr)", err, recovery.Redact(st.Stray()))
+			}
+			return nil, err
 		case linkErr != nil:
 			return nil, fmt.Errorf("initialize: %w", linkErr)
 		}

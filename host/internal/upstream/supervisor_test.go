@@ -1014,3 +1014,50 @@ func TestWriteToStuckServerHoldsTheDeadline(t *testing.T) {
 		t.Fatalf("call after the stuck server was replaced: %v", err)
 	}
 }
+
+// A server that prints a banner on stdout before it speaks MCP comes up:
+// the stray line is skipped (and logged), not fatal.
+func TestBannerOnStdoutIsSkipped(t *testing.T) {
+	h := start(t, stdioServer("echo", "sh", "-c", "echo 'hello, I am not MCP'; exec "+echoBin), nil)
+	h.waitState("ready", 1)
+	res, err := call(context.Background(), h.sup, "echo", `{"text":"after the banner"}`)
+	if err != nil || text(t, res) != "after the banner" {
+		t.Fatalf("call: %v", err)
+	}
+}
+
+// Errors no retry can fix park the server at once with that reason,
+// instead of a backoff storm: a command that does not exist after one
+// attempt, and a process that exits before initialize the same way twice
+// in a row after two. A server that prints to stdout and never answers is
+// told so when connect_timeout ends.
+func TestPermanentStartErrorsParkAtOnce(t *testing.T) {
+	t.Run("missing command", func(t *testing.T) {
+		srv := stdioServer("gone", "mcpvisor-test-no-such-command")
+		srv.Reconnect.MaxRetries = 5
+		h := start(t, srv, nil)
+		st := h.waitState("parked", 0)
+		if st.Retries != 0 || !strings.Contains(st.LastError, "not found") {
+			t.Errorf("parked after %d retries with %q; want at once, saying the command is not found", st.Retries, st.LastError)
+		}
+	})
+	t.Run("same exit twice", func(t *testing.T) {
+		srv := stdioServer("exits", "sh", "-c", "echo 'config file missing' >&2; exit 7")
+		srv.Reconnect.MaxRetries = 5
+		h := start(t, srv, nil)
+		st := h.waitState("parked", 0)
+		if st.Retries != 1 || !strings.Contains(st.LastError, "exit status 7") || !strings.Contains(st.LastError, "config file missing") {
+			t.Errorf("parked after %d retries with %q; want after one retry, with the exit status and stderr", st.Retries, st.LastError)
+		}
+	})
+	t.Run("stray stdout then silence", func(t *testing.T) {
+		srv := stdioServer("chatty", "sh", "-c", "echo 'hello, I am not MCP'; sleep 60")
+		srv.ConnectTimeout = 500 * time.Millisecond
+		srv.Reconnect.MaxRetries = 0
+		h := start(t, srv, nil)
+		st := h.waitState("parked", 0)
+		if !strings.Contains(st.LastError, "hello, I am not MCP") || !strings.Contains(st.LastError, "stdout") {
+			t.Errorf("last error %q; want it to name the line the server wrote to stdout", st.LastError)
+		}
+	})
+}

@@ -28,12 +28,13 @@ const maxLineLength = mcp.DefaultMaxLineLength
 // the per-call path both cost more than the proxying. The pipes come from
 // os.Pipe, so closing them unblocks a pending Read.
 type lineTransport struct {
-	r io.ReadCloser
-	w io.WriteCloser
+	r     io.ReadCloser
+	w     io.WriteCloser
+	stray func(line []byte) // nil: a stray line is an error
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1)}, nil
+	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1), stray: t.stray}, nil
 }
 
 // ErrWriteTimeout is wrapped by the error of a write that could not finish
@@ -52,6 +53,7 @@ type lineConn struct {
 	r     *bufio.Reader
 	rc    io.Closer
 	queue []jsonrpc.Message // the rest of a batch
+	stray func(line []byte)
 
 	// wsem serialises writes; unlike a mutex, waiting for it is bounded by
 	// the writer's context.
@@ -82,6 +84,9 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if line[0] == '[' {
 			var batch []json.RawMessage
 			if err := json.Unmarshal(line, &batch); err != nil {
+				if c.skip(line) {
+					continue
+				}
 				return nil, fmt.Errorf("unmarshaling jsonrpc batch: %w", err)
 			}
 			for _, raw := range batch {
@@ -93,11 +98,25 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			}
 			continue
 		}
-		return DecodeMessage(line)
+		msg, err := DecodeMessage(line)
+		if err != nil && c.skip(line) {
+			continue
+		}
+		return msg, err
 	}
 	msg := c.queue[0]
 	c.queue = c.queue[1:]
 	return msg, nil
+}
+
+// skip hands a line that is not a JSON-RPC message to the stray handler and
+// reports whether the connection goes on.
+func (c *lineConn) skip(line []byte) bool {
+	if c.stray == nil {
+		return false
+	}
+	c.stray(line)
+	return true
 }
 
 // readLine returns the next line without its newline, up to maxLineLength.

@@ -11,9 +11,18 @@ import (
 // NewLineTransport returns a transport that speaks newline-delimited
 // JSON-RPC over r and w, with the same framing and limits as the SDK's
 // IOTransport but without its per-line goroutine handoff and large
-// per-message decode buffer. Close closes both r and w.
+// per-message decode buffer. Close closes both r and w. A line that is not
+// a JSON-RPC message ends the connection with an error.
 func NewLineTransport(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
 	return &lineTransport{r: r, w: w}
+}
+
+// NewServerLineTransport is NewLineTransport for a server process's pipes:
+// a line on its stdout that is not a JSON-RPC message (a stray print, an
+// npm banner) is handed to stray and skipped, as the reference TypeScript
+// client does, instead of ending the session.
+func NewServerLineTransport(r io.ReadCloser, w io.WriteCloser, stray func(line []byte)) mcp.Transport {
+	return &lineTransport{r: r, w: w, stray: stray}
 }
 
 // StdioTransport serves the process's own stdin and stdout, for
