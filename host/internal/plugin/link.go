@@ -28,6 +28,7 @@ type Link struct {
 	client *goplugin.Client
 	cmd    *exec.Cmd
 	pid    int
+	group  *transport.ProcessGroup
 	conn   shared.Conn
 	exited <-chan struct{} // closed when go-plugin has reaped the process
 	out    *output
@@ -44,7 +45,7 @@ var _ transport.Link = (*Link)(nil)
 // may be connected once.
 func (l *Link) Transport() mcp.Transport { return l.transport }
 
-// Pid is the plugin process's id, which is also its process group's id.
+// Pid is the plugin process's id.
 func (l *Link) Pid() int { return l.pid }
 
 // Done is closed when the plugin process has exited and been reaped.
@@ -66,8 +67,8 @@ func (l *Link) Err() error {
 
 // Close closes the connection and stops the plugin: go-plugin asks it to
 // exit over gRPC and kills it after 2 s; then anything the plugin started in
-// its process group is killed too. When ctx ends first, the group is
-// killed at once.
+// its process group is killed too and the group's keeper released. When
+// ctx ends first, the group is killed at once.
 func (l *Link) Close(ctx context.Context) error {
 	l.closeOnce.Do(func() {
 		l.conn.Close()
@@ -83,14 +84,15 @@ func (l *Link) Close(ctx context.Context) error {
 			<-killed
 		}
 		l.killGroup()
+		l.group.Release()
 	})
 	return nil
 }
 
 // killGroup SIGKILLs whatever is left in the plugin's process group.
 func (l *Link) killGroup() {
-	if err := syscall.Kill(-l.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		l.logger.Debug("killing plugin process group failed", "pgid", l.pid, "error", err)
+	if err := l.group.Signal(syscall.SIGKILL); err != nil {
+		l.logger.Debug("killing plugin process group failed", "pgid", l.group.Pgid(), "error", err)
 	}
 }
 

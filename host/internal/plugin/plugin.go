@@ -27,11 +27,13 @@ would only have offered a boolean to poll. (When a plugin dies, its gRPC
 stream also breaks at once, which ends the MCP session; the supervisor then
 takes the exit from Done to say why.)
 
-The plugin runs in its own process group (Setpgid; Pdeathsig on Linux), so
+The plugin runs in a process group of its own, the same kind a stdio
+server gets (transport.ProcessGroup: on Linux led by a keeper that kills
+the group if mcpvisor dies, even by SIGKILL; Pdeathsig on the plugin), so
 the host's terminal signals do not reach it and Close can remove anything
 the plugin itself started. go-plugin's Kill stops the plugin politely over
 gRPC, then kills the direct process after 2 s; Close then kills whatever is
-left in the group.
+left in the group and releases its keeper. A failed Dial does the same.
 
 The child's environment is the same small safe set as a stdio server's
 (transport.ChildEnv) plus the server block's env: go-plugin's SkipHostEnv
@@ -48,6 +50,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -141,10 +144,18 @@ func (d *Dialer) Dial(ctx context.Context) (transport.Link, error) {
 		}
 	}
 
+	group := transport.NewProcessGroup(d.logger)
+	dialed := false
+	defer func() {
+		if !dialed {
+			group.Signal(syscall.SIGKILL)
+			group.Release()
+		}
+	}()
 	cmd := exec.Command(path, d.args...)
 	cmd.Env = d.env
 	cmd.Dir = d.dir
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = group.SysProcAttr()
 
 	out := newOutput(d.logger)
 	var secure *goplugin.SecureConfig
@@ -184,6 +195,7 @@ func (d *Dialer) Dial(ctx context.Context) (transport.Link, error) {
 		return nil, d.errorf(ErrHandshake, "dispensed %T, not a transport", raw)
 	}
 	pid := cmd.Process.Pid
+	group.Started(pid)
 
 	if err := tc.Configure(ctx, d.config); err != nil {
 		return nil, d.stepError("configuring", err, client, tc, cmd, out)
@@ -199,12 +211,14 @@ func (d *Dialer) Dial(ctx context.Context) (transport.Link, error) {
 		client: client,
 		cmd:    cmd,
 		pid:    pid,
+		group:  group,
 		conn:   conn,
 		exited: tc.Exited(),
 		out:    out,
 		logger: d.logger,
 	}
 	l.transport = &mcpTransport{conn: conn}
+	dialed = true
 	return l, nil
 }
 

@@ -10,9 +10,10 @@ like `npx` or `sh -c`, which hold the pipes open after the wrapper is gone.
 So the host owns the exec.Cmd itself rather than using the SDK's
 CommandTransport:
 
-  - The child runs in its own process group (Setpgid), so one signal to -pgid
+  - The child runs in a process group of its own, so one signal to -pgid
     reaches the wrapper and everything it started. On Linux Pdeathsig kills
-    the child if mcpvisor itself dies without cleaning up.
+    the child, and the group's keeper the rest of the group, if mcpvisor
+    itself dies without cleaning up (see group.go).
   - stdin/stdout/stderr are os.Pipe files handed to the child directly.
     exec.Cmd then starts no copying goroutines, so cmd.Wait returns as soon
     as the direct child exits — even when a grandchild still holds the pipes.
@@ -21,7 +22,7 @@ CommandTransport:
   - Stop is: close stdin (a well-behaved server exits on EOF), wait briefly,
     SIGTERM the group, SIGKILL the group after the grace period. Stragglers
     in the group (orphaned grandchildren) are signalled even when the direct
-    child is already gone.
+    child is already gone. Once the group is empty its keeper is released.
 */
 
 import (
@@ -101,7 +102,7 @@ type ProcessConfig struct {
 // Process is a running stdio server in its own process group.
 type Process struct {
 	cmd    *exec.Cmd
-	pgid   int
+	group  *ProcessGroup
 	stdin  *os.File // our write end of the child's stdin
 	stdout *os.File // our read end of the child's stdout
 	logger hclog.Logger
@@ -151,12 +152,14 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		return nil, err
 	}
 
+	group := NewProcessGroup(logger)
 	cmd := exec.Command(path, cfg.Args...)
 	cmd.Env = cfg.Env
 	cmd.Dir = cfg.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = group.SysProcAttr()
 	if err := cmd.Start(); err != nil {
+		group.Release()
 		closeAll(inR, inW, outR, outW, errR, errW)
 		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, fs.ErrNotExist) {
 			// Not executable, not a program, or its working directory
@@ -165,13 +168,14 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		}
 		return nil, fmt.Errorf("starting %q: %w", cfg.Command, err)
 	}
+	group.Started(cmd.Process.Pid)
 	// The child has its copies; ours of its ends must go, or we would never
 	// see EOF on stdout.
 	closeAll(inR, outW, errW)
 
 	p := &Process{
 		cmd:    cmd,
-		pgid:   cmd.Process.Pid,
+		group:  group,
 		stdin:  inW,
 		stdout: outR,
 		logger: logger,
@@ -283,8 +287,9 @@ func readCappedLine(br *bufio.Reader) (line []byte, cut int, err error) {
 	return line, cut, err
 }
 
-// Pid is the direct child's process id, which is also its process group id.
-func (p *Process) Pid() int { return p.pgid }
+// Pid is the direct child's process id. Its process group is led by the
+// group's keeper where there is one (see group.go), else by the child.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Transport returns the JSON-RPC transport over the process's stdio.
 func (p *Process) Transport() mcp.Transport {
@@ -340,6 +345,8 @@ func (p *Process) Close(ctx context.Context) error {
 func (p *Process) stop(ctx context.Context) error {
 	p.stdin.Close()
 	defer p.stdout.Close()
+	// The keeper guards the group until stop is done with it.
+	defer p.group.Release()
 
 	// A polite server exits on stdin EOF.
 	if p.waitExited(ctx, stdinCloseGrace) && p.groupGone() {
@@ -354,7 +361,7 @@ func (p *Process) stop(ctx context.Context) error {
 	select {
 	case <-p.exited:
 	case <-time.After(termGrace):
-		return fmt.Errorf("process %d did not exit after SIGKILL", p.pgid)
+		return fmt.Errorf("process %d did not exit after SIGKILL", p.Pid())
 	}
 	p.waitGroupGone(context.Background(), termGrace)
 	return nil
@@ -376,7 +383,7 @@ func (p *Process) waitExited(ctx context.Context, d time.Duration) bool {
 
 // groupGone reports whether no process is left in the child's group.
 func (p *Process) groupGone() bool {
-	return !groupHasLiveMembers(p.pgid)
+	return p.group.Empty()
 }
 
 func (p *Process) waitGroupGone(ctx context.Context, d time.Duration) bool {
@@ -391,8 +398,8 @@ func (p *Process) waitGroupGone(ctx context.Context, d time.Duration) bool {
 }
 
 func (p *Process) signalGroup(sig syscall.Signal) {
-	if err := syscall.Kill(-p.pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		p.logger.Debug("signalling process group failed", "pgid", p.pgid, "signal", sig, "error", err)
+	if err := p.group.Signal(sig); err != nil {
+		p.logger.Debug("signalling process group failed", "pgid", p.group.Pgid(), "signal", sig, "error", err)
 	}
 }
 
