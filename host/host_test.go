@@ -592,7 +592,8 @@ server "more" {
   prefix  = "more"
 }
 `, bins["echo"], bins["echo"])
-	cfg, err := config.Parse([]byte(second), filepath.Join(t.TempDir(), "config.hcl"))
+	// The same file, rewritten (what SIGHUP reloads).
+	cfg, err := config.Parse([]byte(second), h.Config().Filename)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +628,7 @@ server "more" {
 	// A changed block restarts that server only.
 	third := strings.Replace(second, `prefix  = "more"`, `prefix  = "again"`, 1)
 	third = strings.Replace(third, "server \"more\" {", "server \"more\" {\n  timeout = \"10s\"", 1)
-	cfg, err = config.Parse([]byte(third), filepath.Join(t.TempDir(), "config.hcl"))
+	cfg, err = config.Parse([]byte(third), h.Config().Filename)
 	if err != nil {
 		t.Fatal(err)
 	}

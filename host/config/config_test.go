@@ -115,7 +115,12 @@ func TestParseValid(t *testing.T) {
 			name: "minimal stdio server gets every default",
 			src:  `server "fs" { command = "npx" }`,
 			want: &config.Config{Host: defaultHost(), Servers: []*config.Server{
-				func() *config.Server { s := defaultServer("fs", config.TransportStdio); s.Command = "npx"; s.Cwd = dir; return s }(),
+				func() *config.Server {
+					s := defaultServer("fs", config.TransportStdio)
+					s.Command = "npx"
+					s.Cwd = dir
+					return s
+				}(),
 			}},
 		},
 		{
@@ -178,7 +183,12 @@ server "svc" {
 			name: "null means unset",
 			src:  "server \"fs\" {\n  command = \"npx\"\n  prefix = null\n  timeout = null\n}\n",
 			want: &config.Config{Host: defaultHost(), Servers: []*config.Server{
-				func() *config.Server { s := defaultServer("fs", config.TransportStdio); s.Command = "npx"; s.Cwd = dir; return s }(),
+				func() *config.Server {
+					s := defaultServer("fs", config.TransportStdio)
+					s.Command = "npx"
+					s.Cwd = dir
+					return s
+				}(),
 			}},
 		},
 		{

@@ -85,13 +85,18 @@ func start(t *testing.T, srv *config.Server, httpClient *http.Client) *harness {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		pid := h.sup.Status().Pid
+		// The group is led by the server's keeper (transport/group.go),
+		// not by the server itself: take its id while the server runs.
+		pgid := 0
+		if pid := h.sup.Status().Pid; pid > 0 {
+			pgid, _ = syscall.Getpgid(pid)
+		}
 		if err := h.sup.Stop(ctx); err != nil {
 			t.Errorf("stop: %v", err)
 		}
-		if pid > 0 {
-			if left := testutil.GroupMembers(pid); len(left) > 0 {
-				t.Errorf("processes left in group %d after Stop: %v", pid, left)
+		if pgid > 0 {
+			if left := testutil.GroupMembers(pgid); len(left) > 0 {
+				t.Errorf("processes left in group %d after Stop: %v", pgid, left)
 			}
 		}
 	})
