@@ -31,11 +31,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/audit"
 	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
 	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
@@ -70,6 +73,11 @@ type Host struct {
 
 	handlerOnce sync.Once
 	handler     http.Handler
+
+	// telemetry observes every supervisor (metrics, traces, audit, call
+	// counts); nil when all of those are off.
+	telemetry *telemetry.Observer
+	audit     *audit.Log
 }
 
 // serverSet is an immutable snapshot of the running supervisors.
@@ -92,6 +100,21 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		f(&o)
 	}
 	h := &Host{opts: o, logger: o.logger}
+	if a := cfg.Host.Audit; a != nil {
+		log, err := audit.Open(a.Path, a.IncludeArguments)
+		if err != nil {
+			return nil, err
+		}
+		h.audit = log
+	}
+	h.telemetry = telemetry.New(telemetry.Options{
+		Metrics:        !o.noMetrics,
+		Status:         h.upstreamStatus,
+		Sessions:       func() int { return h.gateway.Sessions() },
+		TracerProvider: o.tracer,
+		Audit:          h.audit,
+		Logger:         o.logger.Named("audit"),
+	})
 
 	sep := cfg.Host.Separator
 	if sep == "" {
@@ -102,13 +125,17 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	// the sink breaks the cycle at construction.
 	sink := &gatewaySink{}
 	h.registry = registry.New(o.logger.Named("registry"), sep, specs, sink)
-	h.gateway = gateway.New(gateway.Options{
+	gopts := gateway.Options{
 		Name:     "mcpvisor",
 		Version:  Version,
 		Logger:   o.logger.Named("gateway"),
 		Registry: h.registry,
 		Backend:  backend{h},
-	})
+	}
+	if h.telemetry.Tracing() {
+		gopts.RequestContext = telemetry.ExtractHTTP
+	}
+	h.gateway = gateway.New(gopts)
 	sink.g = h.gateway
 
 	set := &serverSet{cfg: cfg, sups: map[string]*upstream.Supervisor{}}
@@ -125,20 +152,41 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 }
 
 func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
+	hc := h.opts.httpClient
+	if h.telemetry.Tracing() {
+		// Requests of a traced operation carry its traceparent header.
+		c := http.Client{Transport: transport.DefaultHTTPTransport()}
+		if hc != nil {
+			c = *hc
+		}
+		c.Transport = telemetry.InjectHTTP(c.Transport)
+		hc = &c
+	}
 	d, err := transport.NewDialer(srv, transport.Options{
 		Logger:     h.logger.Named("server").With("server", srv.Name),
-		HTTPClient: h.opts.httpClient,
+		HTTPClient: hc,
 		Plugin:     plugin.NewDialer,
 	})
 	if err != nil {
 		return nil, err
 	}
+	onCatalog := h.registry.Update
+	var obs upstream.Observer
+	if h.telemetry != nil {
+		obs = h.telemetry
+		h.telemetry.AddServer(srv.Name)
+		onCatalog = func(server string, cat *registry.Catalog) {
+			h.telemetry.SetCatalog(server, cat)
+			h.registry.Update(server, cat)
+		}
+	}
 	return upstream.New(srv, upstream.Options{
 		Logger:     h.logger,
 		Dialer:     d,
 		ClientInfo: &mcp.Implementation{Name: "mcpvisor", Version: Version},
-		OnCatalog:  h.registry.Update,
+		OnCatalog:  onCatalog,
 		OnStatus:   h.onStatus,
+		Observer:   obs,
 		OnLog: func(_ string, msg *mcp.LoggingMessageParams) {
 			h.gateway.BroadcastLog(context.Background(), msg)
 		},
@@ -162,7 +210,7 @@ func specsOf(cfg *config.Config) []registry.ServerSpec {
 
 func (h *Host) onStatus(st upstream.Status) {
 	if h.opts.onStatus != nil {
-		h.opts.onStatus(serverStatus(st))
+		h.opts.onStatus(h.serverStatus(st))
 	}
 }
 
@@ -208,6 +256,9 @@ func (h *Host) Close(ctx context.Context) error {
 		h.mu.Unlock()
 		h.gateway.CloseSessions()
 		h.closeErr = stopAll(ctx, set.sups, set.order)
+		if h.audit != nil {
+			h.closeErr = errors.Join(h.closeErr, h.audit.Close())
+		}
 	})
 	return h.closeErr
 }
@@ -235,9 +286,40 @@ func (h *Host) Status() []ServerStatus {
 	set := h.servers.Load()
 	out := make([]ServerStatus, 0, len(set.order))
 	for _, name := range set.order {
-		out = append(out, serverStatus(set.sups[name].Status()))
+		out = append(out, h.serverStatus(set.sups[name].Status()))
 	}
 	return out
+}
+
+// upstreamStatus is every server's status for the metrics' state gauges.
+func (h *Host) upstreamStatus() []upstream.Status {
+	set := h.servers.Load()
+	if set == nil {
+		return nil
+	}
+	out := make([]upstream.Status, 0, len(set.order))
+	for _, name := range set.order {
+		out = append(out, set.sups[name].Status())
+	}
+	return out
+}
+
+// ReopenAuditLog closes the audit log file and opens its path again, so
+// that a file renamed by logrotate is continued in a new one (`mcpvisor
+// run` does this on SIGHUP). Without an audit block it does nothing.
+func (h *Host) ReopenAuditLog() error {
+	if h.audit == nil {
+		return nil
+	}
+	return h.audit.Reopen()
+}
+
+// Collector returns the host's Prometheus collector (every mcpvisor_*
+// metric of docs/operations.md), for an embedding program to register in
+// its own registry; Handler serves the same metrics at /metrics. Nil when
+// metrics are off (WithMetrics(false)).
+func (h *Host) Collector() prometheus.Collector {
+	return h.telemetry.Collector()
 }
 
 // Revive asks the named server to try connecting now: a parked server
@@ -436,6 +518,7 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, er
 	}
 	h.registry.SetSpecs(specsOf(cfg))
 	h.servers.Store(next)
+
 	if h.started {
 		for _, sup := range toStart {
 			sup.Start()
