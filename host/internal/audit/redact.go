@@ -26,11 +26,16 @@ var secretShapes = []*regexp.Regexp{
 	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)`),
 }
 
+// secretAssignment matches "password=…", "api_key: …" and the like in
+// free text; the name is kept.
+var secretAssignment = regexp.MustCompile(`(?i)\b((?:access_|refresh_)?token|api[_-]?key|apikey|secret|client_secret|password|passwd)(\s*[=:]\s*)[^\s&"',;]+`)
+
 // RedactText removes credentials from free text: what recovery.Redact
-// removes (bearer tokens, Authorization values, token= query values) and
-// the well-known token formats.
+// removes (bearer tokens, Authorization values, token= query values),
+// secret-named assignments and the well-known token formats.
 func RedactText(s string) string {
 	s = recovery.Redact(s)
+	s = secretAssignment.ReplaceAllString(s, "${1}${2}"+redacted)
 	for _, re := range secretShapes {
 		s = re.ReplaceAllString(s, redacted)
 	}
