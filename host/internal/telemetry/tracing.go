@@ -5,8 +5,8 @@ Design note: spans.
 
 Each operation forwarded upstream gets one span, "<method> <name>", a child
 of the downstream's W3C trace context: the request's _meta.traceparent
-when it has one, else the HTTP request's traceparent header (the host's
-handler extracts it into the request context). The span's context goes
+when it has one, else the HTTP request's traceparent header (the gateway
+hands the headers to ExtractHTTP, which puts it in the request context). The span's context goes
 upstream twice: in the request's _meta (every transport) and, for HTTP
 upstreams, as the traceparent header (InjectHTTP wraps their client).
 
