@@ -501,3 +501,47 @@ server "echo" {
 		})
 	}
 }
+
+// /metrics and /readyz sit behind the same ingress as /mcp: the bearer
+// token, and a loopback Host on a loopback listener.
+func TestObservabilityEndpointsBehindIngress(t *testing.T) {
+	h := readyHost(t, fmt.Sprintf(`
+host {
+  auth {
+    bearer_token = "t0ken"
+  }
+}
+server "echo" {
+  command = %q
+}
+`, bins["echo"]))
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	for _, path := range []string{"/metrics", "/readyz"} {
+		for _, tc := range []struct {
+			token, host string
+			want        int
+		}{
+			{"", "", http.StatusUnauthorized},
+			{"wrong", "", http.StatusUnauthorized},
+			{"t0ken", "evil.example", http.StatusForbidden},
+			{"t0ken", "", http.StatusOK},
+		} {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("%s with token %q host %q: %d, want %d", path, tc.token, tc.host, resp.StatusCode, tc.want)
+			}
+		}
+	}
+}
