@@ -31,12 +31,15 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/audit"
 	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
 	"github.com/mcpvisor/mcpvisor/host/internal/oauth"
 	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
@@ -76,6 +79,10 @@ type Host struct {
 	// with roots or changed them; every server gets them (setRoots).
 	rootsMu sync.Mutex
 	roots   []*mcp.Root
+	// telemetry observes every supervisor (metrics, traces, audit, call
+	// counts); nil when all of those are off.
+	telemetry *telemetry.Observer
+	audit     *audit.Log
 }
 
 // serverSet is an immutable snapshot of the running supervisors.
@@ -98,6 +105,21 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		f(&o)
 	}
 	h := &Host{opts: o, logger: o.logger}
+	if a := cfg.Host.Audit; a != nil {
+		log, err := audit.Open(a.Path, a.IncludeArguments)
+		if err != nil {
+			return nil, err
+		}
+		h.audit = log
+	}
+	h.telemetry = telemetry.New(telemetry.Options{
+		Metrics:        !o.noMetrics,
+		Status:         h.upstreamStatus,
+		Sessions:       func() int { return h.gateway.Sessions() },
+		TracerProvider: o.tracer,
+		Audit:          h.audit,
+		Logger:         o.logger.Named("audit"),
+	})
 
 	sep := cfg.Host.Separator
 	if sep == "" {
@@ -108,7 +130,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	// the sink breaks the cycle at construction.
 	sink := &gatewaySink{}
 	h.registry = registry.New(o.logger.Named("registry"), sep, specs, sink)
-	h.gateway = gateway.New(gateway.Options{
+	gopts := gateway.Options{
 		Name:     "mcpvisor",
 		Version:  Version,
 		Logger:   o.logger.Named("gateway"),
@@ -121,7 +143,11 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 				set.sups[name].Nudge()
 			}
 		},
-	})
+	}
+	if h.telemetry.Tracing() {
+		gopts.RequestContext = telemetry.ExtractHTTP
+	}
+	h.gateway = gateway.New(gopts)
 	sink.g = h.gateway
 
 	set := &serverSet{cfg: cfg, sups: map[string]*upstream.Supervisor{}}
@@ -145,14 +171,29 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 			return nil, fmt.Errorf("server %q: %w", srv.Name, err)
 		}
 	}
+	hc := h.opts.httpClient
+	if h.telemetry.Tracing() {
+		// Requests of a traced operation carry its traceparent header.
+		c := http.Client{Transport: transport.DefaultHTTPTransport()}
+		if hc != nil {
+			c = *hc
+		}
+		c.Transport = telemetry.InjectHTTP(c.Transport)
+		hc = &c
+	}
 	d, err := transport.NewDialer(srv, transport.Options{
 		Logger:     h.logger.Named("server").With("server", srv.Name),
-		HTTPClient: h.opts.httpClient,
+		HTTPClient: hc,
 		Plugin:     plugin.NewDialer,
 		TokenStore: store,
 	})
 	if err != nil {
 		return nil, err
+	}
+	var obs upstream.Observer
+	if h.telemetry != nil {
+		obs = h.telemetry
+		h.telemetry.AddServer(srv.Name)
 	}
 	var sup *upstream.Supervisor
 	sup = upstream.New(srv, upstream.Options{
@@ -164,11 +205,16 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 		// last word (withdrawing its catalog as it stops) must not withdraw
 		// the new one's.
 		OnCatalog: func(name string, cat *registry.Catalog) {
-			if h.servers.Load().sups[name] == sup {
-				h.registry.Update(name, cat)
+			if h.servers.Load().sups[name] != sup {
+				return
 			}
+			if h.telemetry != nil {
+				h.telemetry.SetCatalog(name, cat)
+			}
+			h.registry.Update(name, cat)
 		},
 		OnStatus: h.onStatus,
+		Observer: obs,
 		OnLog: func(_ string, msg *mcp.LoggingMessageParams) {
 			h.gateway.BroadcastLog(context.Background(), msg)
 		},
@@ -207,7 +253,7 @@ func specsOf(cfg *config.Config) []registry.ServerSpec {
 
 func (h *Host) onStatus(st upstream.Status) {
 	if h.opts.onStatus != nil {
-		h.opts.onStatus(serverStatus(st))
+		h.opts.onStatus(h.serverStatus(st))
 	}
 }
 
@@ -253,6 +299,9 @@ func (h *Host) Close(ctx context.Context) error {
 		h.mu.Unlock()
 		h.gateway.CloseSessions()
 		h.closeErr = stopAll(ctx, set.sups, set.order)
+		if h.audit != nil {
+			h.closeErr = errors.Join(h.closeErr, h.audit.Close())
+		}
 	})
 	return h.closeErr
 }
@@ -296,9 +345,40 @@ func (h *Host) Status() []ServerStatus {
 	set := h.servers.Load()
 	out := make([]ServerStatus, 0, len(set.order))
 	for _, name := range set.order {
-		out = append(out, serverStatus(set.sups[name].Status()))
+		out = append(out, h.serverStatus(set.sups[name].Status()))
 	}
 	return out
+}
+
+// upstreamStatus is every server's status for the metrics' state gauges.
+func (h *Host) upstreamStatus() []upstream.Status {
+	set := h.servers.Load()
+	if set == nil {
+		return nil
+	}
+	out := make([]upstream.Status, 0, len(set.order))
+	for _, name := range set.order {
+		out = append(out, set.sups[name].Status())
+	}
+	return out
+}
+
+// ReopenAuditLog closes the audit log file and opens its path again, so
+// that a file renamed by logrotate is continued in a new one (`mcpvisor
+// run` does this on SIGHUP). Without an audit block it does nothing.
+func (h *Host) ReopenAuditLog() error {
+	if h.audit == nil {
+		return nil
+	}
+	return h.audit.Reopen()
+}
+
+// Collector returns the host's Prometheus collector (every mcpvisor_*
+// metric of docs/operations.md), for an embedding program to register in
+// its own registry; Handler serves the same metrics at /metrics. Nil when
+// metrics are off (WithMetrics(false)).
+func (h *Host) Collector() prometheus.Collector {
+	return h.telemetry.Collector()
 }
 
 // Revive asks the named server to try connecting now: a parked server

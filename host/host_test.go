@@ -204,7 +204,7 @@ func TestTwoServersAggregated(t *testing.T) {
 server "echo" {
   command = %q
   tools {
-    exclude = ["crash", "progress", "image", "roots"]
+    exclude = ["crash", "progress", "image", "roots", "meta"]
   }
 }
 server "notes" {

@@ -1,9 +1,13 @@
 package host
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 )
 
 // Option configures a Host.
@@ -15,6 +19,8 @@ type options struct {
 	httpClient *http.Client
 	middleware []func(http.Handler) http.Handler
 	tokenStore string
+	noMetrics  bool
+	tracer     trace.TracerProvider
 }
 
 // WithLogger sets the host's logger. Default: a null logger.
@@ -52,4 +58,33 @@ func WithMiddleware(mw func(http.Handler) http.Handler) Option {
 // write to the same directory (LoginOptions.TokenStore).
 func WithTokenStore(dir string) Option {
 	return func(o *options) { o.tokenStore = dir }
+}
+
+// WithMetrics turns the host's Prometheus metrics on (the default) or off.
+// Off, Handler answers /metrics with 404, Collector returns nil, and status
+// shows no call counts. See docs/operations.md for the metrics.
+func WithMetrics(enabled bool) Option {
+	return func(o *options) { o.noMetrics = !enabled }
+}
+
+// WithTracerProvider traces every operation forwarded upstream with tp: a
+// span per tools/call, resources/read and prompts/get, a child of the
+// downstream's W3C trace context (its _meta.traceparent, or the HTTP
+// request's traceparent header), with child spans for waits, reconnects
+// and retries. The span's context is passed upstream in _meta and, to
+// HTTP upstreams, as the traceparent header. The host never sets the
+// global OpenTelemetry provider. Default: no tracing.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tracer = tp }
+}
+
+// TracerProviderFromEnv returns a tracer provider that exports spans over
+// OTLP/HTTP as the standard OTEL_EXPORTER_OTLP_* variables configure it
+// (endpoint, headers, TLS, timeout, compression), for WithTracerProvider.
+// It returns nil, and tracing stays off, unless OTEL_EXPORTER_OTLP_ENDPOINT
+// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; OTEL_SDK_DISABLED=true and
+// OTEL_TRACES_EXPORTER=none turn it off too. Call shutdown before exiting to
+// flush the spans still buffered.
+func TracerProviderFromEnv(ctx context.Context) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
+	return telemetry.TracingFromEnv(ctx, Version)
 }

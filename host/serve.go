@@ -16,6 +16,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
 // HTTP server limits for Serve. Every wait a client can cause has a
@@ -48,8 +53,9 @@ type StatusReport struct {
 }
 
 // Handler returns the host's HTTP handler: streamable HTTP MCP at /mcp, the
-// servers' states as JSON at /status (a StatusReport) and a liveness check
-// at /healthz. Every request first passes the ingress checks — a request
+// servers' states as JSON at /status (a StatusReport), a liveness check at
+// /healthz, readiness at /readyz (a Readiness; 503 while not ready) and
+// Prometheus metrics at /metrics (unless WithMetrics(false)). Every request first passes the ingress checks — a request
 // that reached a loopback address must name a loopback Host (DNS
 // rebinding), a browser's Origin must be loopback, and the host block's
 // bearer token is required when set — and then the middlewares of
@@ -67,6 +73,24 @@ func (h *Host) Handler() http.Handler {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "ok\n")
 		})
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+			rep := h.Readiness()
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			if !rep.Ready {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			enc.Encode(rep)
+		})
+		if c := h.Collector(); c != nil {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+				ErrorLog: h.logger.Named("metrics").StandardLogger(nil),
+			}))
+		}
 		var next http.Handler = mux
 		for i := len(h.opts.middleware) - 1; i >= 0; i-- {
 			next = h.opts.middleware[i](next)
@@ -74,6 +98,59 @@ func (h *Host) Handler() http.Handler {
 		h.handler = newIngress(h.servers.Load().cfg.Host.BearerToken, h.logger.Named("http"), next)
 	})
 	return h.handler
+}
+
+// Readiness is what GET /readyz answers.
+type Readiness struct {
+	// Ready is false while a server with required = true is not ready, or
+	// while no server is ready at all (a host with no servers is ready).
+	Ready bool `json:"ready"`
+	// Reason says why the host is not ready.
+	Reason string `json:"reason,omitempty"`
+	// NotReady lists every server that is not ready, required or not.
+	NotReady []NotReadyServer `json:"not_ready,omitempty"`
+}
+
+// NotReadyServer is a server that is not ready.
+type NotReadyServer struct {
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Required bool   `json:"required"`
+	// LastError says why, credentials redacted.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Readiness reports whether the host should receive traffic: every
+// required server ready, and at least one server ready.
+func (h *Host) Readiness() Readiness {
+	set := h.servers.Load()
+	required := map[string]bool{}
+	for _, srv := range set.cfg.Servers {
+		required[srv.Name] = srv.Required
+	}
+	rep := Readiness{Ready: true}
+	var missing []string
+	ready := 0
+	for _, name := range set.order {
+		st := set.sups[name].Status()
+		if st.State == upstream.StateReady.String() {
+			ready++
+			continue
+		}
+		rep.NotReady = append(rep.NotReady, NotReadyServer{Name: name, State: st.State, Required: required[name], LastError: st.LastError})
+		if required[name] {
+			missing = append(missing, name)
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		rep.Ready = false
+		rep.Reason = "required server(s) not ready: " + strings.Join(missing, ", ")
+	case ready == 0 && len(set.order) > 0:
+		rep.Ready = false
+		rep.Reason = "no server is ready"
+	}
+	return rep
 }
 
 // Serve serves Handler on ln until ctx ends, then shuts down: requests in

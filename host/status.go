@@ -50,10 +50,45 @@ type ServerStatus struct {
 	Prompts   int `json:"prompts"`
 	// Pid is the server process's pid for stdio servers that are running.
 	Pid int `json:"pid,omitempty"`
+
+	// Calls counts the tools/call, resources/read and prompts/get
+	// operations forwarded to the server since the host started; Errors
+	// those answered with an error rather than a result (a tool's own
+	// isError result is a result). LastCallError is the last such error,
+	// redacted, and LastCallErrorAt when it happened. All zero when
+	// metrics are off (WithMetrics(false)).
+	Calls           uint64    `json:"calls"`
+	Errors          uint64    `json:"errors"`
+	LastCallError   string    `json:"last_call_error,omitempty"`
+	LastCallErrorAt time.Time `json:"last_call_error_at,omitzero"`
 }
 
-func serverStatus(s upstream.Status) ServerStatus {
-	return ServerStatus(s)
+func (h *Host) serverStatus(s upstream.Status) ServerStatus {
+	st := ServerStatus{
+		Name:            s.Name,
+		Transport:       s.Transport,
+		State:           s.State,
+		Since:           s.Since,
+		Generation:      s.Generation,
+		Retries:         s.Retries,
+		MaxRetries:      s.MaxRetries,
+		Breaker:         s.Breaker,
+		BreakerFailures: s.BreakerFailures,
+		BreakerRetryAt:  s.BreakerRetryAt,
+		NextAttempt:     s.NextAttempt,
+		LastError:       s.LastError,
+		LastErrorAt:     s.LastErrorAt,
+		Action:          s.Action,
+		Tools:           s.Tools,
+		Resources:       s.Resources,
+		Prompts:         s.Prompts,
+		Pid:             s.Pid,
+	}
+	if h.telemetry != nil && !h.opts.noMetrics {
+		cs := h.telemetry.Stats(s.Name)
+		st.Calls, st.Errors, st.LastCallError, st.LastCallErrorAt = cs.Calls, cs.Errors, cs.LastError, cs.LastErrorAt
+	}
+	return st
 }
 
 // Tool is one exposed tool.

@@ -176,7 +176,24 @@ func runCmd(args []string, stdio IO) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	h, err := host.New(cfg, host.WithLogger(logger))
+	opts := []host.Option{host.WithLogger(logger)}
+	tp, shutdownTracing, err := host.TracerProviderFromEnv(ctx)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: tracing: %v\n", err)
+		return ExitUsage
+	}
+	if tp != nil {
+		logger.Info("tracing to OTLP/HTTP as configured by OTEL_EXPORTER_OTLP_*")
+		opts = append(opts, host.WithTracerProvider(tp))
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+			defer cancel()
+			if err := shutdownTracing(sctx); err != nil {
+				logger.Warn("flushing traces failed", "error", err)
+			}
+		}()
+	}
+	h, err := host.New(cfg, opts...)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: %v\n", err)
 		return ExitUsage
@@ -238,6 +255,11 @@ wait:
 	for {
 		select {
 		case <-hup:
+			// Rotation first: it must happen even when the new file is
+			// invalid and the reload changes nothing.
+			if err := h.ReopenAuditLog(); err != nil {
+				logger.Error("reopening the audit log failed", "error", err)
+			}
 			reload(ctx, h, *path, logger)
 		case <-ctx.Done():
 			logger.Info("shutting down")
@@ -407,7 +429,17 @@ func statusCmd(args []string, stdio IO) int {
 	fs, path := newFlags("status", stdio)
 	addr := fs.String("addr", "", "address of the running host (default: host.listen from the config)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	watch := fs.Bool("watch", false, "refresh the table until interrupted")
+	interval := fs.Duration("interval", defaultWatchInterval, "refresh `period` with -watch")
 	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if *watch && *asJSON {
+		fmt.Fprintln(stdio.Stderr, "mcpvisor status: -watch and -json do not go together")
+		return ExitUsage
+	}
+	if *interval <= 0 {
+		fmt.Fprintln(stdio.Stderr, "mcpvisor status: -interval must be greater than zero")
 		return ExitUsage
 	}
 	cfg, ok := loadConfig(*path, stdio)
@@ -421,44 +453,85 @@ func statusCmd(args []string, stdio IO) int {
 			a = config.DefaultListen
 		}
 	}
-	req, _ := http.NewRequest(http.MethodGet, "http://"+a+"/status", nil)
-	if cfg.Host.BearerToken != "" {
-		req.Header.Set("Authorization", "Bearer "+cfg.Host.BearerToken)
+	if !*watch {
+		doc, err := fetchStatus(a, cfg.Host.BearerToken)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor status: %v\n", err)
+			return ExitRuntime
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdio.Stdout)
+			enc.SetIndent("", "  ")
+			enc.Encode(doc)
+			return ExitOK
+		}
+		printStatus(stdio.Stdout, doc)
+		return ExitOK
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t := time.NewTicker(*interval)
+	defer t.Stop()
+	for {
+		// Home and clear: the table is redrawn in place.
+		fmt.Fprint(stdio.Stdout, "\x1b[H\x1b[2J")
+		fmt.Fprintf(stdio.Stdout, "mcpvisor at %s — %s (every %s; Ctrl-C to stop)\n\n", a, time.Now().Format(time.TimeOnly), *interval)
+		if doc, err := fetchStatus(a, cfg.Host.BearerToken); err != nil {
+			fmt.Fprintf(stdio.Stdout, "%v\n", err)
+		} else {
+			printStatus(stdio.Stdout, doc)
+		}
+		select {
+		case <-ctx.Done():
+			return ExitOK
+		case <-t.C:
+		}
+	}
+}
+
+// defaultWatchInterval is how often `status -watch` refreshes.
+const defaultWatchInterval = 2 * time.Second
+
+// fetchStatus reads /status from the host at addr.
+func fetchStatus(addr, token string) (*host.StatusReport, error) {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/status", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor status: no host answering at %s: %v (is `mcpvisor run` running with this config?)\n", a, err)
-		return ExitRuntime
+		return nil, fmt.Errorf("no host answering at %s: %v (is `mcpvisor run` running with this config?)", addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor status: %s answered %s\n", a, resp.Status)
-		return ExitRuntime
+		return nil, fmt.Errorf("%s answered %s", addr, resp.Status)
 	}
 	var doc host.StatusReport
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor status: unreadable answer from %s: %v\n", a, err)
-		return ExitRuntime
+		return nil, fmt.Errorf("unreadable answer from %s: %v", addr, err)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(doc)
-		return ExitOK
-	}
+	return &doc, nil
+}
+
+// printStatus prints the status table. LAST ERROR is the most recent of
+// the server's connection error and its last failed call.
+func printStatus(w io.Writer, doc *host.StatusReport) {
 	sort.SliceStable(doc.Servers, func(i, j int) bool { return doc.Servers[i].Name < doc.Servers[j].Name })
-	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tGEN\tRETRIES\tBREAKER\tTOOLS\tLAST ERROR")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tGEN\tRETRIES\tBREAKER\tTOOLS\tCALLS\tERRORS\tLAST ERROR")
 	for _, s := range doc.Servers {
-		msg := s.LastError
-		if s.Action != "" {
-			msg = s.Action + ": " + msg
+		last := s.LastError
+		if s.LastCallError != "" && s.LastCallErrorAt.After(s.LastErrorAt) {
+			last = s.LastCallError
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d of %d\t%s\t%d\t%s\n", s.Name, s.State,
+		if s.Action != "" {
+			last = s.Action + ": " + last
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d of %d\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.State,
 			s.Since.Local().Format(time.TimeOnly), s.Generation, s.Retries, s.MaxRetries,
-			s.Breaker, s.Tools, msg)
+			s.Breaker, s.Tools, s.Calls, s.Errors, last)
 	}
 	tw.Flush()
-	return ExitOK
 }

@@ -98,6 +98,20 @@ type Host struct {
 
 	// Separator joins prefix and tool name in exposed names ("__").
 	Separator string
+
+	// Audit, when set, turns on the audit log of forwarded calls.
+	Audit *Audit
+}
+
+// Audit is the `audit { … }` block inside the host block: a JSON-lines
+// record of every tools/call, resources/read and prompts/get.
+type Audit struct {
+	// Path is the audit file, relative to the config file's directory when
+	// not absolute. It is created 0600 and appended to.
+	Path string
+	// IncludeArguments writes arguments and results themselves (secrets
+	// redacted), not only their size and SHA-256.
+	IncludeArguments bool
 }
 
 // Server is one `server "name" { … }` block.
@@ -144,6 +158,10 @@ type Server struct {
 	// ProtocolVersion, when set, is the MCP protocol version requested from
 	// the upstream instead of the newest the host speaks.
 	ProtocolVersion string
+
+	// Required makes the host unready (GET /readyz answers 503) while
+	// this server is not ready.
+	Required bool
 
 	// Tools filters which upstream tools are exposed.
 	Tools Filter

@@ -411,6 +411,34 @@ server "fs" {
   listen = "127.0.0.1:http"
 }
 `, `the port "http" is not a number from 0 to 65535`},
+	{"audit_path_empty", `host {
+  audit {
+    path = ""
+  }
+}
+`, "Empty audit path"},
+	{"audit_path_missing", `host {
+  audit {
+    include_arguments = true
+  }
+}
+`, "The audit block needs path"},
+	{"audit_include_arguments_not_bool", `host {
+  audit {
+    path              = "audit.jsonl"
+    include_arguments = "yes please"
+  }
+}
+`, `Inappropriate value for attribute "include_arguments"`},
+	{"required_not_bool", `server "a" {
+  command  = "x"
+  required = "sure"
+}
+`, `Inappropriate value for attribute "required"`},
+	{"required_in_host", `host {
+  required = true
+}
+`, `"required" belongs in a server block.`},
 	{"bearer_token_empty", `host {
   listen = "127.0.0.1:8811"
   auth {

@@ -136,6 +136,27 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		h.Separator = v
 		at("separator", rh.Separator)
 	}
+	if ra := rh.Audit; ra != nil {
+		d.src.host["audit"] = ra.DefRange
+		a := &Audit{}
+		before := len(d.diags)
+		v, ok := d.str(ra.Path, "path")
+		switch {
+		case ok && v == "":
+			d.errorf(ra.Path.Range().Ptr(), "Empty audit path",
+				"path in the audit block is empty. Set it to the file to append audit lines to, such as path = \"/var/log/mcpvisor/audit.jsonl\", or remove the audit block.")
+		case ok:
+			a.Path = d.resolve(v)
+			at("audit.path", ra.Path)
+		case len(d.diags) == before && !d.quiet:
+			d.errorf(ra.DefRange.Ptr(), "Missing required argument",
+				"The audit block needs path, the file to append audit lines to. For example: audit { path = \"audit.jsonl\" }.")
+		}
+		if v, ok := d.boolean(ra.IncludeArguments, "include_arguments"); ok {
+			a.IncludeArguments = v
+		}
+		h.Audit = a
+	}
 	if rh.Auth != nil {
 		d.src.host["auth"] = rh.Auth.DefRange
 		before := len(d.diags)
@@ -239,6 +260,10 @@ func (d *decoder) server(rs *serverSchema) *Server {
 	if v, ok := d.str(rs.ProtocolVersion, "protocol_version"); ok {
 		s.ProtocolVersion = v
 		at("protocol_version", rs.ProtocolVersion)
+	}
+
+	if v, ok := d.boolean(rs.Required, "required"); ok {
+		s.Required = v
 	}
 
 	if t := rs.Tools; t != nil {
@@ -464,6 +489,14 @@ func (d *decoder) strMap(expr hcl.Expression, name string) (map[string]string, b
 		out[k.AsString()] = ev.AsString()
 	}
 	return out, true
+}
+
+func (d *decoder) boolean(expr hcl.Expression, name string) (bool, bool) {
+	v, ok := d.eval(expr, name, cty.Bool)
+	if !ok {
+		return false, false
+	}
+	return v.True(), true
 }
 
 func (d *decoder) integer(expr hcl.Expression, name string) (int, bool) {

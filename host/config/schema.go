@@ -29,7 +29,16 @@ type hostSchema struct {
 	LogFormat hcl.Expression `hcl:"log_format,optional"`
 	Separator hcl.Expression `hcl:"separator,optional"`
 
-	Auth *authSchema `hcl:"auth,block"`
+	Auth  *authSchema  `hcl:"auth,block"`
+	Audit *auditSchema `hcl:"audit,block"`
+
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// auditSchema is the `audit { … }` block inside the host block.
+type auditSchema struct {
+	Path             hcl.Expression `hcl:"path,optional"`
+	IncludeArguments hcl.Expression `hcl:"include_arguments,optional"`
 
 	DefRange hcl.Range `hcl:",def_range"`
 }
@@ -66,6 +75,7 @@ type serverSchema struct {
 	ConnectTimeout  hcl.Expression `hcl:"connect_timeout,optional"`
 	Prefix          hcl.Expression `hcl:"prefix,optional"`
 	ProtocolVersion hcl.Expression `hcl:"protocol_version,optional"`
+	Required        hcl.Expression `hcl:"required,optional"`
 
 	Tools     *toolsSchema     `hcl:"tools,block"`
 	Reconnect *reconnectSchema `hcl:"reconnect,block"`

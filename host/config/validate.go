@@ -165,6 +165,10 @@ func (k *checker) host(h *Host) {
 		k.errorf(k.hostAt("separator"), "Invalid separator",
 			"separator in the host block is %q. It joins a server's prefix and a tool's name, and exposed names may only contain letters, digits, '_', '.' and '-'; use a non-empty string of those, such as the default \"__\".", h.Separator)
 	}
+	if h.Audit != nil && h.Audit.Path == "" && k.hostAt("audit") == nil {
+		k.errorf(nil, "Empty audit path",
+			"Host.Audit is set but its Path is empty; set the file to append audit lines to, or leave Audit nil.")
+	}
 	if h.Listen == "" {
 		return
 	}

@@ -97,8 +97,31 @@ func newServer(f *serve.Flags) *mcp.Server {
 		Description: "Asks the client for its roots (roots/list) and returns their URIs, one per line.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, roots)
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        "meta",
+		Description: "Returns, as JSON, the request's _meta and the traceparent HTTP header it arrived with (empty over stdio).",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, meta)
 	serve.AddExtraTool(server, f)
 	return server
+}
+
+// metaOutput is what the meta tool returns: what a proxy passed along.
+type metaOutput struct {
+	Meta              map[string]any `json:"meta"`
+	TraceparentHeader string         `json:"traceparent_header"`
+}
+
+func meta(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	out := metaOutput{Meta: req.Params.Meta}
+	if req.Extra != nil && req.Extra.Header != nil {
+		out.TraceparentHeader = req.Extra.Header.Get("traceparent")
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &mcp.CallToolResult{Content: text(string(b))}, nil, nil
 }
 
 func roots(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {

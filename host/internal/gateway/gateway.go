@@ -94,6 +94,10 @@ type Options struct {
 	// starting up): the host nudges parked servers to try again. It must
 	// not block.
 	OnToolsList func()
+	// RequestContext, if set, derives the context a request over HTTP is
+	// forwarded with from its HTTP headers (the host's tracer takes the
+	// W3C trace context from there).
+	RequestContext func(ctx context.Context, h http.Header) context.Context
 }
 
 // rootsTimeout bounds asking a downstream client for its roots.
@@ -317,7 +321,7 @@ func (g *Gateway) toolHandler(server, original string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		p := *req.Params
 		p.Name = original
-		return g.backend.CallTool(ctx, downstream(req.Session), server, &p)
+		return g.backend.CallTool(g.requestContext(ctx, req.Extra), downstream(req.Session), server, &p)
 	}
 }
 
@@ -325,14 +329,23 @@ func (g *Gateway) promptHandler(server, original string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		p := *req.Params
 		p.Name = original
-		return g.backend.GetPrompt(ctx, downstream(req.Session), server, &p)
+		return g.backend.GetPrompt(g.requestContext(ctx, req.Extra), downstream(req.Session), server, &p)
 	}
 }
 
 func (g *Gateway) resourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		return g.backend.ReadResource(ctx, downstream(req.Session), server, req.Params)
+		return g.backend.ReadResource(g.requestContext(ctx, req.Extra), downstream(req.Session), server, req.Params)
 	}
+}
+
+// requestContext applies Options.RequestContext to a request that came
+// over HTTP.
+func (g *Gateway) requestContext(ctx context.Context, extra *mcp.RequestExtra) context.Context {
+	if g.opts.RequestContext == nil || extra == nil || extra.Header == nil {
+		return ctx
+	}
+	return g.opts.RequestContext(ctx, extra.Header)
 }
 
 // complete routes a completion request: a prompt reference by exposed
@@ -448,4 +461,13 @@ func (g *Gateway) lookupResource(uri string) (string, bool) {
 
 func invalidParams(format string, args ...any) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
+}
+
+// Sessions counts the downstream sessions open (HTTP and stdio).
+func (g *Gateway) Sessions() int {
+	n := 0
+	for range g.server.Sessions() {
+		n++
+	}
+	return n
 }

@@ -48,6 +48,22 @@ type Breaker struct {
 	failures int
 	openedAt time.Time
 	probing  bool // a half-open probe is in flight
+
+	// onChange, if set, is told every transition (under mu).
+	onChange func(from, to BreakerState)
+}
+
+// OnChange registers f to be told every state transition. f runs with the
+// breaker's lock held: it must not block or call the breaker. Set it
+// before the breaker is used.
+func (b *Breaker) OnChange(f func(from, to BreakerState)) { b.onChange = f }
+
+// report tells onChange about a transition from the state a method found.
+// Deferred by every method that may change the state, with b.mu held.
+func (b *Breaker) report(from BreakerState) {
+	if b.onChange != nil && b.state != from {
+		b.onChange(from, b.state)
+	}
 }
 
 // NewBreaker returns a closed breaker. now may be nil (time.Now).
@@ -67,6 +83,7 @@ func NewBreaker(threshold int, cooldown time.Duration, now func() time.Time) *Br
 func (b *Breaker) Allow() (ok, probe bool, retryAt time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.report(b.state)
 	switch b.state {
 	case BreakerClosed:
 		return true, false, time.Time{}
@@ -92,6 +109,7 @@ func (b *Breaker) Allow() (ok, probe bool, retryAt time.Time) {
 func (b *Breaker) Success() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.report(b.state)
 	b.state = BreakerClosed
 	b.failures = 0
 	b.probing = false
@@ -102,6 +120,7 @@ func (b *Breaker) Success() {
 func (b *Breaker) Failure() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.report(b.state)
 	b.failures++
 	if b.state == BreakerHalfOpen || b.failures >= b.threshold {
 		opened := b.state != BreakerOpen
@@ -131,6 +150,7 @@ func (b *Breaker) Release(probe bool) {
 func (b *Breaker) Trip() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.report(b.state)
 	b.state = BreakerOpen
 	b.openedAt = b.now()
 	b.probing = false

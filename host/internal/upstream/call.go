@@ -32,11 +32,22 @@ func (s *Supervisor) CallTool(ctx context.Context, d Downstream, params *mcp.Cal
 		meta = maps.Clone(meta)
 		meta["progressToken"] = upTok
 	}
-	err := s.do(ctx, nil, "tools/call", s.replayable(params.Name), func(ctx context.Context, sess *session) error {
+	obs := s.newCall(d, "tools/call", params.Name, params.Arguments)
+	obs.traceFromMeta(params.Meta)
+	ctx = s.started(ctx, obs)
+	meta = obs.propagated(meta)
+	err := s.do(ctx, nil, "tools/call", s.replayable(params.Name), obs.wrap(s, func(ctx context.Context, sess *session) error {
 		var err error
 		res, err = sdkCallTool(ctx, sess, meta, params)
 		return err
-	})
+	}))
+	if obs != nil {
+		var result any
+		if res != nil {
+			result = res
+		}
+		s.end(ctx, obs, err, res != nil && res.IsError, result)
+	}
 	return res, err
 }
 
@@ -63,14 +74,29 @@ func sdkCallTool(ctx context.Context, sess *session, meta mcp.Meta, p *mcp.CallT
 // Reads are replayable.
 func (s *Supervisor) ReadResource(ctx context.Context, d Downstream, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	var res *mcp.ReadResourceResult
-	err := s.do(ctx, d, "resources/read", true, func(ctx context.Context, sess *session) error {
+	obs := s.newCall(d, "resources/read", params.URI, nil)
+	obs.traceFromMeta(params.Meta)
+	ctx = s.started(ctx, obs)
+	if obs != nil && len(obs.Propagate) > 0 {
+		p := *params
+		p.Meta = obs.propagated(params.Meta)
+		params = &p
+	}
+	err := s.do(ctx, d, "resources/read", true, obs.wrap(s, func(ctx context.Context, sess *session) error {
 		cs := sess.cs
 		var err error
 		p := *params
 		p.Meta = sess.bridgeMeta(p.Meta)
 		res, err = cs.ReadResource(ctx, &p)
 		return err
-	})
+	}))
+	if obs != nil {
+		var result any
+		if res != nil {
+			result = res
+		}
+		s.end(ctx, obs, err, false, result)
+	}
 	return res, err
 }
 
@@ -126,14 +152,36 @@ func (s *Supervisor) ListTools(ctx context.Context, params *mcp.ListToolsParams)
 // d (nil: none). Prompt gets are replayable.
 func (s *Supervisor) GetPrompt(ctx context.Context, d Downstream, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
 	var res *mcp.GetPromptResult
-	err := s.do(ctx, d, "prompts/get", true, func(ctx context.Context, sess *session) error {
+	var obs *Call
+	if s.opts.Observer != nil {
+		var args []byte
+		if params.Arguments != nil {
+			args, _ = json.Marshal(params.Arguments)
+		}
+		obs = s.newCall(d, "prompts/get", params.Name, args)
+		obs.traceFromMeta(params.Meta)
+		ctx = s.started(ctx, obs)
+		if len(obs.Propagate) > 0 {
+			p := *params
+			p.Meta = obs.propagated(params.Meta)
+			params = &p
+		}
+	}
+	err := s.do(ctx, d, "prompts/get", true, obs.wrap(s, func(ctx context.Context, sess *session) error {
 		cs := sess.cs
 		var err error
 		p := *params
 		p.Meta = sess.bridgeMeta(p.Meta)
 		res, err = cs.GetPrompt(ctx, &p)
 		return err
-	})
+	}))
+	if obs != nil {
+		var result any
+		if res != nil {
+			result = res
+		}
+		s.end(ctx, obs, err, false, result)
+	}
 	return res, err
 }
 

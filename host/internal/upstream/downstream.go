@@ -125,13 +125,16 @@ func (s *Supervisor) forwardProgress(p *mcp.ProgressNotificationParams) {
 	s.flightMu.Unlock()
 	if f == nil {
 		s.logger.Debug("progress notification for no in-flight call dropped", "token", p.ProgressToken)
+		s.notified("progress", false)
 		return
 	}
 	out := *p
 	out.ProgressToken = f.token
-	if err := f.d.NotifyProgress(f.ctx, &out); err != nil {
+	err := f.d.NotifyProgress(f.ctx, &out)
+	if err != nil {
 		s.logger.Debug("forwarding progress failed", "error", err)
 	}
+	s.notified("progress", err == nil)
 }
 
 func (s *Supervisor) onLog(ctx context.Context, req *mcp.LoggingMessageRequest) {
@@ -140,14 +143,17 @@ func (s *Supervisor) onLog(ctx context.Context, req *mcp.LoggingMessageRequest) 
 
 func (s *Supervisor) forwardLog(p *mcp.LoggingMessageParams) {
 	if f := s.latestFlight(); f != nil {
-		if err := f.d.Log(f.ctx, p); err != nil {
+		err := f.d.Log(f.ctx, p)
+		if err != nil {
 			s.logger.Debug("forwarding log message failed", "error", err)
 		}
+		s.notified("log", err == nil)
 		return
 	}
 	if s.opts.OnLog != nil {
 		s.opts.OnLog(s.name, p)
 	}
+	s.notified("log", s.opts.OnLog != nil)
 }
 
 func (s *Supervisor) onCreateMessage(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
@@ -170,6 +176,7 @@ func (s *Supervisor) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpd
 	if s.opts.OnResourceUpdated != nil {
 		s.opts.OnResourceUpdated(s.name, req.Params)
 	}
+	s.notified("resource_updated", s.opts.OnResourceUpdated != nil)
 }
 
 // rootsMiddleware answers an upstream's roots/list with the roots of the

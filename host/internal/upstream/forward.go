@@ -21,6 +21,7 @@ process's is.
 */
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // forwardIDPrefix starts the ids of the requests Forward sends.
@@ -47,7 +50,22 @@ var errConnClosed = errors.New("connection closed")
 // as CallTool's.
 func (s *Supervisor) Forward(ctx context.Context, d Downstream, tool string, params json.RawMessage) (json.RawMessage, error) {
 	var out json.RawMessage
-	err := s.do(ctx, d, "tools/call", s.replayable(tool), func(ctx context.Context, sess *session) error {
+	var obs *Call
+	if s.opts.Observer != nil {
+		obs = s.newCall(d, "tools/call", tool, nil)
+		var meta []byte
+		obs.Arguments, meta = paramsMembers(params)
+		if meta != nil && bytes.Contains(meta, []byte("traceparent")) {
+			obs.Traceparent, obs.Tracestate = metaTrace(meta)
+		}
+		ctx = s.started(ctx, obs)
+		if len(obs.Propagate) > 0 {
+			if p, err := withMeta(params, obs.Propagate); err == nil {
+				params = p
+			}
+		}
+	}
+	err := s.do(ctx, d, "tools/call", s.replayable(tool), obs.wrap(s, func(ctx context.Context, sess *session) error {
 		if sess.conn != nil {
 			if ir := sess.cs.InitializeResult(); ir != nil && ir.ProtocolVersion < statelessProtocolVersion {
 				var err error
@@ -65,8 +83,89 @@ func (s *Supervisor) Forward(ctx context.Context, d Downstream, tool string, par
 		}
 		out, err = json.Marshal(res)
 		return err
-	})
+	}))
+	if obs != nil {
+		var result any
+		if out != nil {
+			result = out
+		}
+		s.end(ctx, obs, err, err == nil && resultIsError(out), result)
+	}
 	return out, err
+}
+
+// paramsMembers returns the arguments and _meta members of tools/call
+// params (valid JSON), nil where absent.
+func paramsMembers(params []byte) (args, meta []byte) {
+	wire.Members(params, func(key []byte, start, end int) bool {
+		switch string(key) {
+		case "arguments":
+			args = params[start:end]
+		case "_meta":
+			meta = params[start:end]
+		}
+		return true
+	})
+	return args, meta
+}
+
+// metaTrace returns the W3C trace context members of a _meta object.
+func metaTrace(meta []byte) (traceparent, tracestate string) {
+	wire.Members(meta, func(key []byte, start, end int) bool {
+		if meta[start] != '"' {
+			return true
+		}
+		switch string(key) {
+		case "traceparent":
+			traceparent = wire.Unquote(meta[start:end])
+		case "tracestate":
+			tracestate = wire.Unquote(meta[start:end])
+		}
+		return true
+	})
+	return traceparent, tracestate
+}
+
+// withMeta returns params with the members of add set in its _meta. The
+// params are re-encoded: this runs only when a tracer propagates context.
+func withMeta(params json.RawMessage, add map[string]string) (json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(params, &top); err != nil {
+		return nil, err
+	}
+	meta := map[string]json.RawMessage{}
+	if m, ok := top["_meta"]; ok && string(m) != "null" {
+		if err := json.Unmarshal(m, &meta); err != nil {
+			return nil, err
+		}
+	}
+	for k, v := range add {
+		meta[k] = wire.Quote(v)
+	}
+	m, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	top["_meta"] = m
+	return json.Marshal(top)
+}
+
+// resultIsError reports whether a tools/call result (valid JSON) says
+// isError: true. Most results never mention it, so a substring check
+// spares them the walk.
+func resultIsError(res []byte) bool {
+	if !bytes.Contains(res, []byte(`"isError"`)) {
+		return false
+	}
+	isErr := false
+	wire.Members(res, func(key []byte, start, end int) bool {
+		if string(key) == "isError" {
+			isErr = string(res[start:end]) == "true"
+			return false
+		}
+		return true
+	})
+	return isErr
 }
 
 // call sends one request with params as they are and waits for its result.

@@ -145,6 +145,10 @@ type Options struct {
 	// OnResourceUpdated receives the upstream's resource-updated
 	// notifications.
 	OnResourceUpdated func(server string, p *mcp.ResourceUpdatedNotificationParams)
+	// Observer, if set, is told about state changes, connect attempts,
+	// breaker transitions, notifications and every operation made for a
+	// downstream client (observer.go): metrics, audit and traces.
+	Observer Observer
 	// ClientInfo is the implementation info sent to upstreams.
 	ClientInfo *mcp.Implementation
 	// BackoffBase overrides the 1 s base of the reconnect backoff (tests).
@@ -310,6 +314,9 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		flights: map[uint64]*inflight{},
 		byToken: map[string]*inflight{},
 	}
+	if obs := opts.Observer; obs != nil {
+		s.breaker.OnChange(func(from, to BreakerState) { obs.BreakerChanged(s.name, from, to) })
+	}
 	s.client = mcp.NewClient(opts.ClientInfo, &mcp.ClientOptions{
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { signal(s.relist) },
 		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { signal(s.relist) },
@@ -414,6 +421,7 @@ func signal(ch chan struct{}) {
 // setState records a transition and wakes everyone waiting on a change.
 func (s *Supervisor) setState(st State, next time.Time) {
 	s.mu.Lock()
+	from := s.state
 	if s.state != st {
 		s.since = time.Now()
 	}
@@ -422,6 +430,9 @@ func (s *Supervisor) setState(st State, next time.Time) {
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
+	if s.opts.Observer != nil && from != st {
+		s.opts.Observer.StateChanged(s.name, from, st)
+	}
 	if s.opts.OnStatus != nil {
 		s.opts.OnStatus(s.Status())
 	}
@@ -476,8 +487,15 @@ func (s *Supervisor) run() {
 	// initialize ("" if it did not); the same exit twice in a row is as
 	// permanent as a missing command.
 	exitedAs := ""
-	for {
+	for attempt := 0; ; attempt++ {
 		sess, err := s.connect()
+		if s.opts.Observer != nil && !(err != nil && s.isStopping()) {
+			var gen uint64
+			if sess != nil {
+				gen = sess.gen
+			}
+			s.opts.Observer.ConnectFinished(s.name, gen, attempt == 0, err)
+		}
 		permanent := false
 		if err != nil {
 			if s.isStopping() {

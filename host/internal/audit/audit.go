@@ -1,0 +1,201 @@
+// Package audit writes mcpvisor's audit log: one JSON line per tools/call,
+// resources/read and prompts/get forwarded upstream, with its outcome.
+//
+// Arguments and results are recorded by size and SHA-256 only, unless the
+// host block opts in with include_arguments; values that are written have
+// known secret shapes redacted first, and so does every error message.
+// Rotation is left to the OS: Reopen (SIGHUP) starts writing to a fresh
+// file at the same path.
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+)
+
+// fileMode is the audit file's mode when mcpvisor creates it: calls may
+// name private data even without their arguments.
+const fileMode = 0o600
+
+// Log is an open audit log. Its methods are safe for concurrent use.
+type Log struct {
+	path        string
+	includeArgs bool
+
+	mu sync.Mutex
+	f  *os.File
+}
+
+// Open opens (creating it 0600 if needed) the audit log at path for
+// appending. With includeArgs, arguments and results are written too
+// (secrets redacted).
+func Open(path string, includeArgs bool) (*Log, error) {
+	f, err := openFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Log{path: path, includeArgs: includeArgs, f: f}, nil
+}
+
+func openFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, fileMode)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	return f, nil
+}
+
+// Path is the file the log writes to.
+func (l *Log) Path() string { return l.path }
+
+// Reopen closes the file and opens the path again, so that a log rotated
+// by renaming continues in a new file.
+func (l *Log) Reopen() error {
+	f, err := openFile(l.path)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	old := l.f
+	l.f = f
+	l.mu.Unlock()
+	if old != nil {
+		return old.Close()
+	}
+	return nil
+}
+
+// Close closes the file; later records are dropped.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// Line is one audit record, as written.
+type Line struct {
+	// Time is when the call started (UTC).
+	Time time.Time `json:"time"`
+	// Session is the downstream MCP session id ("" for stdio and library
+	// calls); Client is the name the downstream client gave in initialize.
+	Session string `json:"session,omitempty"`
+	Client  string `json:"client,omitempty"`
+	// Server is the server block; Method the MCP method.
+	Server string `json:"server"`
+	Method string `json:"method"`
+	// Tool, Prompt or URI names what was called, by its upstream name.
+	Tool   string `json:"tool,omitempty"`
+	Prompt string `json:"prompt,omitempty"`
+	URI    string `json:"uri,omitempty"`
+	// DurationMS is how long the call took, in milliseconds.
+	DurationMS float64 `json:"duration_ms"`
+	// Outcome is one of upstream.Outcomes ("ok", "crashed_not_replayed", …).
+	Outcome string `json:"outcome"`
+	// Generation is the session generation that answered (0: never sent).
+	Generation uint64 `json:"generation"`
+	// Attempts is how often the call was sent upstream (2: retried).
+	Attempts int `json:"attempts"`
+	// ErrorKind is the recovery class of the error; Error its message,
+	// redacted.
+	ErrorKind string `json:"error_kind,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// Arguments and Result describe the payloads.
+	Arguments *Payload `json:"arguments,omitempty"`
+	Result    *Payload `json:"result,omitempty"`
+	// TraceID is the W3C trace id of the call's span, when traced.
+	TraceID string `json:"trace_id,omitempty"`
+}
+
+// Payload is a request's arguments or a call's result.
+type Payload struct {
+	// Bytes is the size of its JSON; SHA256 the hex digest of that JSON.
+	Bytes  int    `json:"bytes"`
+	SHA256 string `json:"sha256"`
+	// Value is the JSON itself with secrets redacted, only with
+	// include_arguments.
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+// Record writes the line for a finished call. traceID may be "".
+func (l *Log) Record(c *upstream.Call, traceID string) error {
+	line := Line{
+		Time:       c.Start.UTC(),
+		Server:     c.Server,
+		Method:     c.Method,
+		DurationMS: float64(c.Duration.Microseconds()) / 1000,
+		Outcome:    string(c.Outcome),
+		Generation: c.Generation(),
+		Attempts:   len(c.Attempts),
+		TraceID:    traceID,
+	}
+	switch c.Method {
+	case "resources/read":
+		line.URI = c.Name
+	case "prompts/get":
+		line.Prompt = c.Name
+	default:
+		line.Tool = c.Name
+	}
+	if ss, ok := c.Downstream.(*mcp.ServerSession); ok && ss != nil {
+		line.Session = ss.ID()
+		if ip := ss.InitializeParams(); ip != nil && ip.ClientInfo != nil {
+			line.Client = ip.ClientInfo.Name
+		}
+	}
+	if c.Err != nil {
+		line.ErrorKind = c.Class.String()
+		line.Error = RedactText(c.Err.Error())
+	}
+	if len(c.Arguments) > 0 {
+		line.Arguments = l.payload(c.Arguments)
+	}
+	if c.Result != nil {
+		var b []byte
+		switch r := c.Result.(type) {
+		case json.RawMessage:
+			b = r
+		default:
+			b, _ = json.Marshal(r)
+		}
+		if len(b) > 0 {
+			line.Result = l.payload(b)
+		}
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	b = append(b, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	if _, err := l.f.Write(b); err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	return nil
+}
+
+func (l *Log) payload(b []byte) *Payload {
+	sum := sha256.Sum256(b)
+	p := &Payload{Bytes: len(b), SHA256: hex.EncodeToString(sum[:])}
+	if l.includeArgs {
+		p.Value = RedactJSON(b)
+	}
+	return p
+}

@@ -1,0 +1,276 @@
+package telemetry
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+)
+
+// Label values that stand for many.
+const (
+	// OtherName is the tool (or prompt) label of a call to a name that is
+	// not in its server's catalog, or past maxNamesPerServer.
+	OtherName = "_other"
+
+	// maxNamesPerServer bounds the tool and prompt label values one server
+	// can create: a catalog is the upstream's to choose, and every
+	// distinct value is a series kept for the life of the process.
+	maxNamesPerServer = 500
+)
+
+// states and breakerStates are every value the state gauges report, so
+// each server has a full, stable set of series.
+var (
+	states        = []upstream.State{upstream.StateStarting, upstream.StateReady, upstream.StateReconnecting, upstream.StateParked, upstream.StateStopped}
+	breakerStates = []upstream.BreakerState{upstream.BreakerClosed, upstream.BreakerOpen, upstream.BreakerHalfOpen}
+)
+
+// callDurationBuckets span a fast local tool (~100 µs) to the default
+// call timeout (300 s).
+var callDurationBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+// Metrics is mcpvisor's Prometheus collector: counters fed by the
+// supervisors' Observer hooks, and gauges read from the host's state when
+// scraped.
+type Metrics struct {
+	calls         *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	inFlight      *prometheus.GaugeVec
+	retries       *prometheus.CounterVec
+	restarts      *prometheus.CounterVec
+	parks         *prometheus.CounterVec
+	revivals      *prometheus.CounterVec
+	reconnects    *prometheus.CounterVec
+	breaker       *prometheus.CounterVec
+	notifications *prometheus.CounterVec
+
+	stateDesc, breakerDesc, generationDesc, sessionsDesc *prometheus.Desc
+
+	status   func() []upstream.Status
+	sessions func() int
+
+	namesMu sync.Mutex
+	names   sync.Map // server → *atomic.Pointer[nameSet]
+}
+
+// nameSet is the names a server's catalog offers, for the tool label.
+type nameSet map[string]struct{}
+
+// newMetrics returns the collector. status lists the servers for the state
+// gauges and sessions counts the open downstream sessions; either may be
+// nil.
+func newMetrics(status func() []upstream.Status, sessions func() int) *Metrics {
+	m := &Metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpvisor_calls_total",
+			Help: "Operations forwarded upstream (tools/call, resources/read, prompts/get) by server, method, tool or prompt, and outcome.",
+		}, []string{"server", "method", "tool", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpvisor_call_duration_seconds",
+			Help:    "Time from receiving an operation to its answer, waits for a session and retries included.",
+			Buckets: callDurationBuckets,
+		}, []string{"server", "method"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcpvisor_calls_in_flight",
+			Help: "Operations currently being forwarded upstream.",
+		}, []string{"server"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpvisor_call_retries_total",
+			Help: "Operations sent a second time on a new session, by why the first attempt failed (session_gone, auth, process_died, transport).",
+		}, []string{"server", "reason"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpvisor_server_restarts_total",
+			Help: "Sessions established after the server's first one: a respawned process or a reconnected link.",
+		}, []string{"server"}),
+		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpvisor_server_parks_total",
+			Help: "Times the server was parked after spending its retry budget.",
+		}, []string{"server"}),
+		revivals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpvisor_server_revivals_total",
+			Help: "Times a parked server left park to try again (a probe call, Revive, or its parked_retry timer).",
+		}, []string{"server"}),
+		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpvisor_server_reconnect_attempts_total",
+			Help: "Connect attempts after the server's first, by result (success, failure).",
+		}, []string{"server", "result"}),
+		breaker: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpvisor_breaker_transitions_total",
+			Help: "Circuit breaker transitions, by the state left and the state entered.",
+		}, []string{"server", "from", "to"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpvisor_notifications_total",
+			Help: "Upstream notifications (progress, log, resource_updated) forwarded to downstream clients or dropped.",
+		}, []string{"server", "kind", "result"}),
+		stateDesc: prometheus.NewDesc("mcpvisor_server_state",
+			"1 for the state the server is in, 0 for the others.", []string{"server", "state"}, nil),
+		breakerDesc: prometheus.NewDesc("mcpvisor_breaker_state",
+			"1 for the state the server's circuit breaker is in, 0 for the others.", []string{"server", "state"}, nil),
+		generationDesc: prometheus.NewDesc("mcpvisor_server_generation",
+			"Successful connects of the server so far; each is a new session.", []string{"server"}, nil),
+		sessionsDesc: prometheus.NewDesc("mcpvisor_downstream_sessions",
+			"Downstream MCP sessions open (HTTP and stdio).", nil, nil),
+		status:   status,
+		sessions: sessions,
+	}
+	return m
+}
+
+func (m *Metrics) vectors() []prometheus.Collector {
+	return []prometheus.Collector{m.calls, m.duration, m.inFlight, m.retries, m.restarts,
+		m.parks, m.revivals, m.reconnects, m.breaker, m.notifications}
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.vectors() {
+		c.Describe(ch)
+	}
+	ch <- m.stateDesc
+	ch <- m.breakerDesc
+	ch <- m.generationDesc
+	ch <- m.sessionsDesc
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.vectors() {
+		c.Collect(ch)
+	}
+	if m.status != nil {
+		for _, st := range m.status() {
+			for _, s := range states {
+				ch <- prometheus.MustNewConstMetric(m.stateDesc, prometheus.GaugeValue, boolValue(st.State == s.String()), st.Name, s.String())
+			}
+			for _, b := range breakerStates {
+				ch <- prometheus.MustNewConstMetric(m.breakerDesc, prometheus.GaugeValue, boolValue(st.Breaker == b.String()), st.Name, b.String())
+			}
+			ch <- prometheus.MustNewConstMetric(m.generationDesc, prometheus.GaugeValue, float64(st.Generation), st.Name)
+		}
+	}
+	if m.sessions != nil {
+		ch <- prometheus.MustNewConstMetric(m.sessionsDesc, prometheus.GaugeValue, float64(m.sessions()))
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// addServer creates the server's counters at zero, so that rate() and
+// increase() see a series from the start rather than from the first event.
+func (m *Metrics) addServer(name string) {
+	m.restarts.WithLabelValues(name)
+	m.parks.WithLabelValues(name)
+	m.revivals.WithLabelValues(name)
+	m.inFlight.WithLabelValues(name)
+	for _, r := range []string{"success", "failure"} {
+		m.reconnects.WithLabelValues(name, r)
+	}
+}
+
+// setCatalog records the names a server offers; nil (parked, stopped)
+// keeps the last ones, so calls to a parked server keep their labels.
+func (m *Metrics) setCatalog(server string, cat *registry.Catalog) {
+	if cat == nil {
+		return
+	}
+	set := make(nameSet, len(cat.Tools)+len(cat.Prompts))
+	for _, t := range cat.Tools {
+		if len(set) < maxNamesPerServer {
+			set[t.Name] = struct{}{}
+		}
+	}
+	for _, p := range cat.Prompts {
+		if len(set) < maxNamesPerServer {
+			set[p.Name] = struct{}{}
+		}
+	}
+	m.namesMu.Lock()
+	defer m.namesMu.Unlock()
+	// A server whose catalog changes keeps the names it used before, up
+	// to the bound: their series exist already.
+	if p, ok := m.names.Load(server); ok {
+		for n := range *p.(*atomic.Pointer[nameSet]).Load() {
+			if len(set) >= maxNamesPerServer {
+				break
+			}
+			set[n] = struct{}{}
+		}
+		p.(*atomic.Pointer[nameSet]).Store(&set)
+		return
+	}
+	p := &atomic.Pointer[nameSet]{}
+	p.Store(&set)
+	m.names.Store(server, p)
+}
+
+// nameLabel is the tool label for a call: the name if its server offers
+// it, else OtherName. Resource URIs are never labels.
+func (m *Metrics) nameLabel(c *upstream.Call) string {
+	if c.Method == "resources/read" {
+		return ""
+	}
+	p, ok := m.names.Load(c.Server)
+	if !ok {
+		return OtherName
+	}
+	if _, known := (*p.(*atomic.Pointer[nameSet]).Load())[c.Name]; known {
+		return c.Name
+	}
+	return OtherName
+}
+
+func (m *Metrics) callStarted(c *upstream.Call) {
+	m.inFlight.WithLabelValues(c.Server).Inc()
+}
+
+func (m *Metrics) callFinished(c *upstream.Call) {
+	m.inFlight.WithLabelValues(c.Server).Dec()
+	m.calls.WithLabelValues(c.Server, c.Method, m.nameLabel(c), string(c.Outcome)).Inc()
+	m.duration.WithLabelValues(c.Server, c.Method).Observe(c.Duration.Seconds())
+	if len(c.Attempts) > 1 {
+		m.retries.WithLabelValues(c.Server, c.Attempts[0].Class.String()).Inc()
+	}
+}
+
+func (m *Metrics) stateChanged(server string, from, to upstream.State) {
+	switch {
+	case to == upstream.StateParked:
+		m.parks.WithLabelValues(server).Inc()
+	case from == upstream.StateParked && to != upstream.StateStopped:
+		m.revivals.WithLabelValues(server).Inc()
+	}
+}
+
+func (m *Metrics) connectFinished(server string, gen uint64, initial bool, err error) {
+	if !initial {
+		result := "success"
+		if err != nil {
+			result = "failure"
+		}
+		m.reconnects.WithLabelValues(server, result).Inc()
+	}
+	if err == nil && gen > 1 {
+		m.restarts.WithLabelValues(server).Inc()
+	}
+}
+
+func (m *Metrics) breakerChanged(server string, from, to upstream.BreakerState) {
+	m.breaker.WithLabelValues(server, from.String(), to.String()).Inc()
+}
+
+func (m *Metrics) notification(server, kind string, forwarded bool) {
+	result := "dropped"
+	if forwarded {
+		result = "forwarded"
+	}
+	m.notifications.WithLabelValues(server, kind, result).Inc()
+}
