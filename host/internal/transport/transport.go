@@ -137,9 +137,14 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 	if d.sse {
 		l.t = &sseTransport{t: &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: d.client}, linkCtx: l.ctx}
 	} else {
-		// MaxRetries -1: the SDK must not quietly retry a dead session for
-		// us; the supervisor owns reconnects and counts them.
-		l.t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: -1}
+		// MaxRetries 1: one resumption of an SSE stream the server ended
+		// (SEP-1699: after the retry it sent, with Last-Event-ID), which is
+		// how a server with an event store hands a long call's result over
+		// a new GET; without it the call's result is lost. A resumption
+		// that fails, or a stream that ends again without progress, fails
+		// the session at once: the SDK does not quietly retry a dead
+		// session for us, the supervisor owns reconnects and counts them.
+		l.t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: streamResumptions}
 	}
 	return l, nil
 }
@@ -281,6 +286,10 @@ func wrapClient(c *http.Client, headers map[string]string, tokens *oauth.Source)
 }
 
 const (
+	// streamResumptions is how often the go-sdk resumes an SSE stream the
+	// server ended before the response came, without progress in between.
+	streamResumptions = 1
+
 	// maxIdleConnsPerUpstream keeps enough idle connections for concurrent
 	// calls to one HTTP upstream; net/http's default of 2 would open a new
 	// connection for most calls under load.
