@@ -37,10 +37,12 @@ const (
 	everythingPath  = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 )
 
-// everythingBin is the everything example server, built by TestMain when
-// the tests are enabled; buildErr says why it could not be built.
+// everythingBin is the everything example server and clientBin the
+// conformance client command (internal/client), built by TestMain when the
+// tests are enabled; buildErr says why they could not be built.
 var (
 	everythingBin string
+	clientBin     string
 	buildErr      error
 )
 
@@ -54,7 +56,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	everythingBin = filepath.Join(dir, "everything")
+	clientBin = filepath.Join(dir, "mcpvisor-conformance-client")
 	buildErr = goBuild(everythingBin, "./examples/servers/everything")
+	if buildErr == nil {
+		buildErr = goBuild(clientBin, "./host/conformance/internal/client")
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -83,6 +89,9 @@ type tools struct {
 	Suite string
 	// Everything is the everything example server.
 	Everything string
+	// Client is the conformance client command: mcpvisor as the client
+	// under test of the suite's client scenarios.
+	Client string
 	// NpmEverything is npm's server-everything (dist/index.js).
 	NpmEverything string
 }
@@ -95,7 +104,7 @@ func requireTools(t *testing.T) tools {
 		t.Skipf("end-to-end test: run `make test` (it sets %s, %s and %s)", e2eEnv, npmDirEnv, binDirEnv)
 	}
 	if buildErr != nil {
-		t.Fatalf("building the everything server: %v", buildErr)
+		t.Fatalf("building the test programs: %v", buildErr)
 	}
 	npm := os.Getenv(npmDirEnv)
 	if npm == "" {
@@ -105,6 +114,7 @@ func requireTools(t *testing.T) tools {
 		Node22:        filepath.Join(npm, node22Path),
 		Suite:         filepath.Join(npm, conformancePath),
 		Everything:    everythingBin,
+		Client:        clientBin,
 		NpmEverything: filepath.Join(npm, everythingPath),
 	}
 	for _, p := range []string{tl.Node22, tl.Suite, tl.NpmEverything} {

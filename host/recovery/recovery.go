@@ -52,6 +52,12 @@ const (
 	// refreshed: only a person running `mcpvisor login NAME` can fix it, so
 	// reconnecting would only burn the retry budget.
 	NeedsLogin
+	// InsufficientScope means the upstream refused this one operation
+	// because the access token lacks a scope (HTTP 403 with error
+	// "insufficient_scope"): the session is fine and other operations keep
+	// working, but only a login granting the scope (step-up authorization)
+	// lets this one through. Never reconnect, never strike.
+	InsufficientScope
 )
 
 var classNames = [...]string{
@@ -65,6 +71,8 @@ var classNames = [...]string{
 	Application: "application",
 	Unavailable: "unavailable",
 	NeedsLogin:  "needs_login",
+
+	InsufficientScope: "insufficient_scope",
 }
 
 // String returns the class's snake_case name, as used in logs and status.
@@ -90,6 +98,12 @@ var ErrCannotStart = errors.New("server cannot start")
 // ErrNeedsLogin is wrapped by errors that report an upstream whose OAuth
 // tokens are missing, revoked or expired beyond refresh.
 var ErrNeedsLogin = errors.New("upstream authorization needs a new login")
+
+// ErrInsufficientScope is wrapped by errors that report an upstream's HTTP
+// 403 insufficient_scope challenge: a login asking for more scopes is
+// needed. A call fails alone; a connect that meets it waits for the login
+// like one that meets ErrNeedsLogin.
+var ErrInsufficientScope = errors.New("upstream requires a scope the access token lacks (HTTP 403 insufficient_scope)")
 
 // sessionGonePhrases is the allow-list of messages that mean the upstream
 // forgot our session. Matching is case-insensitive. Anything else — "Tool
@@ -138,6 +152,9 @@ func Classify(ctx context.Context, err error) Class {
 	}
 	if errors.Is(err, context.Canceled) || (ctx != nil && errors.Is(ctx.Err(), context.Canceled)) {
 		return Canceled
+	}
+	if errors.Is(err, ErrInsufficientScope) {
+		return InsufficientScope
 	}
 	if errors.Is(err, ErrNeedsLogin) {
 		return NeedsLogin

@@ -97,6 +97,9 @@ func TestClassify(t *testing.T) {
 		// A refresh that failed behind a 401 is a login problem, not a
 		// reconnectable auth failure.
 		{fmt.Errorf("initialize: %w: %w", recovery.ErrUnauthorized, recovery.ErrNeedsLogin), recovery.NeedsLogin},
+		// A 403 insufficient_scope fails the one call; it is not a lost
+		// login, although a login is what fixes it.
+		{fmt.Errorf("tools/call: %w", recovery.ErrInsufficientScope), recovery.InsufficientScope},
 	}
 	for _, tt := range tests {
 		if got := recovery.Classify(bg, tt.err); got != tt.want {

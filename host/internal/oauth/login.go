@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
 
@@ -102,6 +103,13 @@ func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, 
 	}
 
 	o := srv.OAuth
+	key := KeyFor(srv)
+	// A step-up left the scopes the server asked for in the record of the
+	// previous login: ask for them, and keep those granted then.
+	var before []string
+	if prev, err := opts.Store.Load(key); err == nil && prev != nil {
+		before = unionScopes(prev.Scopes, prev.StepUpScopes)
+	}
 	hcfg := &auth.AuthorizationCodeHandlerConfig{
 		RedirectURL:              redirectURL,
 		AuthorizationCodeFetcher: fetch,
@@ -111,9 +119,9 @@ func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, 
 		// the handler), else the block's.
 		ScopeFilter: func(discovered []string) []string {
 			if len(discovered) == 0 {
-				return o.Scopes
+				discovered = o.Scopes
 			}
-			return discovered
+			return unionScopes(before, discovered)
 		},
 		NewTokenSource: func(_ context.Context, c *oauth2.Config, t *oauth2.Token) (oauth2.TokenSource, error) {
 			exchanged, token = c, t
@@ -148,20 +156,16 @@ func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, 
 		return "", fmt.Errorf("server %q: %w", srv.Name, err)
 	}
 
-	req, resp, err := probe(ctx, hc, srv)
+	if srv.Transport == config.TransportSSE {
+		err = authorizeSSE(ctx, hc, srv, handler)
+	} else {
+		err = authorizeSession(ctx, hc, srv, handler, func() bool { return token != nil })
+	}
 	if err != nil {
 		return "", err
 	}
-	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		resp.Body.Close()
-		return "", fmt.Errorf("server %q did not ask for authorization (%s answered HTTP %s); no login needed", srv.Name, srv.URL, resp.Status)
-	}
-	if err := handler.Authorize(ctx, req, resp); err != nil {
-		return "", fmt.Errorf("server %q: authorization failed: %s", srv.Name, describeError(err))
-	}
 	if token == nil || exchanged == nil {
-		return "", fmt.Errorf("server %q: the authorization server answered %s with HTTP %s but the login produced no token", srv.Name, srv.URL, resp.Status)
+		return "", fmt.Errorf("server %q did not ask for authorization (%s answered without a challenge); no login needed", srv.Name, srv.URL)
 	}
 
 	rec := &Record{
@@ -176,11 +180,61 @@ func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, 
 	if o.ClientSecret == "" {
 		rec.ClientSecret = exchanged.ClientSecret // a dynamically registered client's
 	}
-	key := KeyFor(srv)
 	if err := opts.Store.Save(key, rec); err != nil {
 		return "", fmt.Errorf("server %q: %w", srv.Name, err)
 	}
 	return opts.Store.Path(key), nil
+}
+
+// authorizeSession opens an MCP session to srv with the go-sdk's streamable
+// client, whose transport hands every 401, and every 403 with
+// error="insufficient_scope", to handler.Authorize and then retries the
+// request once. It lists the tools too: a server may let initialize through
+// unauthenticated and challenge only later requests, and a login is only
+// done when the server accepts its tokens. authorized reports whether the
+// handler got tokens.
+func authorizeSession(ctx context.Context, hc *http.Client, srv *config.Server, handler auth.OAuthHandler, authorized func() bool) error {
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpvisor", Version: "login"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:             srv.URL,
+		HTTPClient:           hc,
+		OAuthHandler:         handler,
+		MaxRetries:           -1,
+		DisableStandaloneSSE: true,
+	}, nil)
+	if err == nil {
+		defer cs.Close()
+		if res := cs.InitializeResult(); res != nil && res.Capabilities != nil && res.Capabilities.Tools != nil {
+			_, err = cs.ListTools(ctx, nil)
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case authorized():
+		return fmt.Errorf("server %q refused the new tokens: %s", srv.Name, describeError(err))
+	}
+	return fmt.Errorf("server %q: authorization failed: %s", srv.Name, describeError(err))
+}
+
+// authorizeSSE is authorizeSession for a legacy SSE server: the go-sdk's SSE
+// client transport has no OAuthHandler, so the challenge of an
+// unauthenticated GET of the event stream goes to handler.Authorize
+// directly.
+func authorizeSSE(ctx context.Context, hc *http.Client, srv *config.Server, handler auth.OAuthHandler) error {
+	req, resp, err := probe(ctx, hc, srv)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		return nil
+	}
+	if err := handler.Authorize(ctx, req, resp); err != nil {
+		return fmt.Errorf("server %q: authorization failed: %s", srv.Name, describeError(err))
+	}
+	return nil
 }
 
 // Logout removes srv's stored tokens. It reports whether there were any.

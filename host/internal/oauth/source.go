@@ -19,6 +19,15 @@ quarter of its lifetime ahead, at most refreshMarginMax — so calls do not
 pay for expiry; keepalive pings keep that going on an idle server. One mutex
 serialises refreshes, so N concurrent requests cause one.
 
+A 403 with error="insufficient_scope" is step-up authorization: the token
+is fine but this operation needs more scopes, and only the user can grant
+them. StepUp writes the challenged scopes into the stored record, where the
+next `mcpvisor login` finds them and asks for them together with those
+already granted; the request fails with an error wrapping
+recovery.ErrInsufficientScope (the call alone fails, the server stays
+ready), and Token re-reads the store on every request until that login has
+stored new tokens.
+
 A 401 despite that (the server revoked the token, clocks disagree) marks the
 token refused; the request fails with recovery.ErrUnauthorized and the
 supervisor's existing auth path reconnects and retries once, and that
@@ -38,6 +47,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +93,9 @@ type Source struct {
 	mu      sync.Mutex
 	rec     *Record // the tokens in use; nil before the first Token
 	refused string  // an access token the upstream answered 401 to
+	// steppingUp is the access token an upstream answered 403
+	// insufficient_scope to, until the store holds another one.
+	steppingUp string
 	// loginFailed is the access token held when a refresh was refused:
 	// HasNewLogin waits for the store to hold a different one.
 	loginFailed *string
@@ -120,6 +134,12 @@ func KeyFor(srv *config.Server) Key {
 func (s *Source) Token(ctx context.Context) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.steppingUp != "" {
+		if rec, err := s.newerStored(); err == nil && rec != nil {
+			s.logger.Debug("using the tokens of a new login after a step-up")
+			s.rec, s.steppingUp = rec, ""
+		}
+	}
 	if s.rec != nil && s.usable(s.rec) {
 		return s.rec.Token.AccessToken, nil
 	}
@@ -173,6 +193,50 @@ func (s *Source) Refused(token string) {
 	s.mu.Lock()
 	s.refused = token
 	s.mu.Unlock()
+}
+
+// StepUp records that the upstream answered a request made with token with
+// 403 insufficient_scope, asking for scopes: the stored record keeps them,
+// with those already granted, for the next login to request. It returns the
+// error the request fails with, which wraps recovery.ErrInsufficientScope.
+func (s *Source) StepUp(token string, scopes []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rec != nil && s.rec.Token != nil && s.rec.Token.AccessToken == token {
+		rec := *s.rec
+		rec.StepUpScopes = unionScopes(rec.Scopes, rec.StepUpScopes, scopes)
+		s.rec = &rec
+		// Only over the record the token came from: a login may have
+		// stored newer tokens meanwhile.
+		if stored, err := s.cfg.Store.Load(s.key); err == nil && stored != nil && stored.Token.AccessToken == token {
+			if err := s.cfg.Store.Save(s.key, &rec); err != nil {
+				s.logger.Warn("the scopes a step-up needs could not be stored", "error", err)
+			}
+		}
+	}
+	s.steppingUp = token
+	held := token
+	s.loginFailed = &held
+	asked := "a scope it did not name"
+	if len(scopes) > 0 {
+		asked = fmt.Sprintf("scope %q", strings.Join(scopes, " "))
+	}
+	return fmt.Errorf("%w: the server asks for %s; run `mcpvisor login %s` to grant it",
+		recovery.ErrInsufficientScope, asked, s.cfg.Server.Name)
+}
+
+// unionScopes returns the scopes of all lists, each once, in first-seen
+// order.
+func unionScopes(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		for _, sc := range l {
+			if !slices.Contains(out, sc) {
+				out = append(out, sc)
+			}
+		}
+	}
+	return out
 }
 
 // HasNewLogin reports whether the store holds tokens newer than those a

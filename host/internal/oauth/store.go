@@ -85,6 +85,10 @@ type Record struct {
 	// Resource is the RFC 8707 resource indicator the tokens are for.
 	Resource string   `json:"resource,omitempty"`
 	Scopes   []string `json:"scopes,omitempty"`
+	// StepUpScopes are the scopes the server asked for in a 403
+	// insufficient_scope challenge to these tokens, with those granted:
+	// the next login requests them all (step-up authorization).
+	StepUpScopes []string `json:"step_up_scopes,omitempty"`
 
 	Token *oauth2.Token `json:"token"`
 	// ObtainedAt is when Token was issued, to refresh it well before

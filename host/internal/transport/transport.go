@@ -9,9 +9,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/oauth"
@@ -135,9 +137,14 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 	if d.sse {
 		l.t = &sseTransport{t: &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: d.client}, linkCtx: l.ctx}
 	} else {
-		// MaxRetries -1: the SDK must not quietly retry a dead session for
-		// us; the supervisor owns reconnects and counts them.
-		l.t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: -1}
+		// MaxRetries 1: one resumption of an SSE stream the server ended
+		// (SEP-1699: after the retry it sent, with Last-Event-ID), which is
+		// how a server with an event store hands a long call's result over
+		// a new GET; without it the call's result is lost. A resumption
+		// that fails, or a stream that ends again without progress, fails
+		// the session at once: the SDK does not quietly retry a dead
+		// session for us, the supervisor owns reconnects and counts them.
+		l.t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: streamResumptions}
 	}
 	return l, nil
 }
@@ -201,7 +208,9 @@ func (s *sseTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 
 // upstreamRoundTripper adds the block's headers (and, with an oauth block,
 // the access token) to every request and turns an HTTP 401 into an error
-// wrapping recovery.ErrUnauthorized, so auth failures are typed at the
+// wrapping recovery.ErrUnauthorized, and a 403 insufficient_scope challenge
+// to our token into one wrapping recovery.ErrInsufficientScope (the Source
+// keeps the scopes for the next login), so auth failures are typed at the
 // source instead of recognised by their text. The go-sdk transports'
 // OAuthHandler hook is not used: it exists on the streamable transport only,
 // and it retries a 401 inside the transport, where the supervisor's auth
@@ -241,7 +250,29 @@ func (h *upstreamRoundTripper) RoundTrip(req *http.Request) (*http.Response, err
 		}
 		return nil, fmt.Errorf("%w: %s %s", recovery.ErrUnauthorized, req.Method, recovery.Redact(req.URL.String()))
 	}
+	if resp.StatusCode == http.StatusForbidden && token != "" {
+		if scopes, ok := insufficientScope(resp.Header); ok {
+			resp.Body.Close()
+			return nil, h.tokens.StepUp(token, scopes)
+		}
+	}
 	return resp, nil
+}
+
+// insufficientScope reports whether a 403's challenge is the MCP
+// authorization spec's step-up signal, a Bearer challenge with
+// error="insufficient_scope", and the scopes it asks for.
+func insufficientScope(h http.Header) ([]string, bool) {
+	challenges, err := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
+	if err != nil {
+		return nil, false
+	}
+	for _, c := range challenges {
+		if c.Scheme == "bearer" && c.Params["error"] == "insufficient_scope" {
+			return strings.Fields(c.Params["scope"]), true
+		}
+	}
+	return nil, false
 }
 
 func wrapClient(c *http.Client, headers map[string]string, tokens *oauth.Source) *http.Client {
@@ -255,6 +286,10 @@ func wrapClient(c *http.Client, headers map[string]string, tokens *oauth.Source)
 }
 
 const (
+	// streamResumptions is how often the go-sdk resumes an SSE stream the
+	// server ended before the response came, without progress in between.
+	streamResumptions = 1
+
 	// maxIdleConnsPerUpstream keeps enough idle connections for concurrent
 	// calls to one HTTP upstream; net/http's default of 2 would open a new
 	// connection for most calls under load.

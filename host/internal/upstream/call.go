@@ -289,6 +289,13 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		s.breaker.Release(probe)
 		s.reportFailed(sess.gen, err)
 		return s.needsLoginError(op, err)
+	case recovery.InsufficientScope:
+		// The upstream answered, on a healthy session, that this operation
+		// needs a scope the token lacks: only a login asking for it helps
+		// (step-up). The server stays ready for everything else.
+		s.breaker.Success()
+		s.proved(sess)
+		return s.insufficientScopeError(op, err)
 	}
 	if s.isStopping() {
 		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
@@ -334,6 +341,10 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 	case recovery.NeedsLogin:
 		s.reportFailed(next.gen, err2)
 		return s.needsLoginError(op, err2)
+	case recovery.InsufficientScope:
+		s.breaker.Success()
+		s.proved(next)
+		return s.insufficientScopeError(op, err2)
 	case recovery.Auth:
 		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Auth, NeedsReauth: true,
 			Reason: "the upstream rejected the credentials again after reconnecting", Err: err2}
@@ -420,6 +431,16 @@ func (s *Supervisor) needsLoginError(op string, err error) error {
 		reason += " (" + s.loginAction() + ")"
 	}
 	return &recovery.Error{Server: s.name, Op: op, Class: recovery.NeedsLogin, Reason: reason, Err: err}
+}
+
+// insufficientScopeError is a call's error when the upstream wants more
+// scopes for it than the token carries.
+func (s *Supervisor) insufficientScopeError(op string, err error) error {
+	reason := "needs a login granting more scopes (step-up)"
+	if err == nil || !strings.Contains(err.Error(), "mcpvisor login") {
+		reason += " (" + s.loginAction() + ")"
+	}
+	return &recovery.Error{Server: s.name, Op: op, Class: recovery.InsufficientScope, Reason: reason, Err: err}
 }
 
 func (s *Supervisor) recoveryFailed(op string, class recovery.Class, orig, wait error) error {

@@ -501,7 +501,9 @@ func (s *Supervisor) run() {
 			if s.isStopping() {
 				return
 			}
-			if errors.Is(err, recovery.ErrNeedsLogin) {
+			// A connect refused for want of a scope cannot succeed until a
+			// login grants it, like one without valid tokens.
+			if errors.Is(err, recovery.ErrNeedsLogin) || errors.Is(err, recovery.ErrInsufficientScope) {
 				s.recordError(err)
 				if !s.awaitLogin() {
 					return

@@ -1,0 +1,248 @@
+// Command client is mcpvisor as the client under test of the conformance
+// suite's client scenarios (@modelcontextprotocol/conformance client). The
+// suite starts a scenario server and runs this command with the server's
+// URL as the last argument, the scenario's name in MCP_CONFORMANCE_SCENARIO
+// and, for some scenarios, credentials in MCP_CONFORMANCE_CONTEXT.
+//
+// It does what a user of mcpvisor does, with no shortcut: writes a config
+// with one server block for the URL (with an oauth block for the auth/
+// scenarios), loads it with the config package, logs in with host.Login
+// (an HTTP client stands in for the browser of a logged-in user: it
+// follows the authorization URL's redirects to the loopback listener),
+// starts a host.Host, waits for the server to settle and calls every tool
+// it lists. A call the server refuses for want of a scope is stepped up
+// the way a user would: `mcpvisor login` again, and the call once more.
+//
+// It exits 0 when every call succeeded. The test in host/conformance
+// builds it and reads its last line, "mcpvisor-conformance-client: ok",
+// from the stdout.txt the suite writes.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host"
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
+)
+
+const (
+	// serverName is the config's only server block.
+	serverName = "conformance"
+
+	// runTimeout bounds the whole run; the suite kills the client after its
+	// own --timeout (30 s by default) anyway.
+	runTimeout = 25 * time.Second
+
+	// maxLogins bounds the logins of one run: the first and two step-ups.
+	// A server whose 403 insufficient_scope never ends must not send the
+	// user through the browser forever (auth/scope-retry-limit).
+	maxLogins = 3
+
+	// clientMetadataURL is the Client ID Metadata Document the auth
+	// scenarios' authorization servers expect a CIMD client to use.
+	clientMetadataURL = "https://conformance-test.local/client-metadata.json"
+
+	// OKLine is printed last on success.
+	OKLine = "mcpvisor-conformance-client: ok"
+)
+
+// scenarioContext is MCP_CONFORMANCE_CONTEXT: what a scenario tells its
+// client, such as pre-registered credentials.
+type scenarioContext struct {
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret"`
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: client SERVER_URL (run by `conformance client --command`)")
+		os.Exit(2)
+	}
+	url := os.Args[len(os.Args)-1]
+	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
+	var sc scenarioContext
+	if c := os.Getenv("MCP_CONFORMANCE_CONTEXT"); c != "" {
+		if err := json.Unmarshal([]byte(c), &sc); err != nil {
+			fmt.Fprintf(os.Stderr, "MCP_CONFORMANCE_CONTEXT: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	err := run(ctx, url, scenario, sc)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcpvisor-conformance-client: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Println(OKLine)
+}
+
+func run(ctx context.Context, url, scenario string, sc scenarioContext) error {
+	dir, err := os.MkdirTemp("", "mcpvisor-conformance-client-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	withOAuth := strings.HasPrefix(scenario, "auth/")
+	cfgPath := filepath.Join(dir, "mcpvisor.hcl")
+	if err := os.WriteFile(cfgPath, []byte(configText(url, withOAuth, sc)), 0o600); err != nil {
+		return err
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	tokens := filepath.Join(dir, "tokens")
+	logger := hclog.New(&hclog.LoggerOptions{Name: "mcpvisor", Level: hclog.Debug, Output: os.Stderr})
+
+	logins := 0
+	login := func() error {
+		if logins == maxLogins {
+			return fmt.Errorf("giving up after %d logins", logins)
+		}
+		logins++
+		file, err := host.Login(ctx, cfg, serverName, host.LoginOptions{Open: browser, TokenStore: tokens})
+		if err != nil {
+			return fmt.Errorf("login %d: %w", logins, err)
+		}
+		logger.Info("logged in", "attempt", logins, "token_file", file)
+		return nil
+	}
+	if withOAuth {
+		if err := login(); err != nil {
+			return err
+		}
+	}
+
+	h, err := host.New(cfg, host.WithLogger(logger), host.WithTokenStore(tokens))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h.Close(cctx)
+	}()
+	if err := h.Start(ctx); err != nil {
+		return err
+	}
+	if err := h.WaitSettled(ctx); err != nil {
+		return err
+	}
+	if st := h.Status()[0]; st.State != "ready" {
+		return fmt.Errorf("server is %s, not ready: %s", st.State, st.LastError)
+	}
+	for _, tool := range h.Tools() {
+		for {
+			res, err := h.CallTool(ctx, tool.Tool.Name, arguments(tool))
+			if err == nil && res.IsError {
+				err = fmt.Errorf("the tool answered with an error: %s", text(res))
+			}
+			var rerr *recovery.Error
+			if err != nil && withOAuth && errors.As(err, &rerr) &&
+				(rerr.Class == recovery.InsufficientScope || rerr.Class == recovery.NeedsLogin) {
+				logger.Info("the call needs a new login", "tool", tool.Tool.Name, "error", err)
+				if lerr := login(); lerr != nil {
+					return fmt.Errorf("call %s: %w; %v", tool.Tool.Name, err, lerr)
+				}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("call %s: %w", tool.Tool.Name, err)
+			}
+			logger.Info("called", "tool", tool.Tool.Name, "result", text(res))
+			break
+		}
+	}
+	return nil
+}
+
+// configText is the one-server config for url.
+func configText(url string, withOAuth bool, sc scenarioContext) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "server %q {\n  url    = %s\n  prefix = \"\"\n", serverName, strconv.Quote(url))
+	if withOAuth {
+		b.WriteString("  oauth {\n")
+		if sc.ClientID != "" {
+			fmt.Fprintf(&b, "    client_id = %s\n", strconv.Quote(sc.ClientID))
+			if sc.ClientSecret != "" {
+				fmt.Fprintf(&b, "    client_secret = %s\n", strconv.Quote(sc.ClientSecret))
+			}
+		} else {
+			fmt.Fprintf(&b, "    client_metadata_url = %s\n", strconv.Quote(clientMetadataURL))
+		}
+		b.WriteString("  }\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// arguments fills the tool's required properties: numbers with 1, strings
+// with "x", booleans with true.
+func arguments(tool host.Tool) map[string]any {
+	args := map[string]any{}
+	schema, ok := tool.Tool.InputSchema.(map[string]any)
+	if !ok {
+		if b, err := json.Marshal(tool.Tool.InputSchema); err == nil {
+			json.Unmarshal(b, &schema)
+		}
+	}
+	props, _ := schema["properties"].(map[string]any)
+	required, _ := schema["required"].([]any)
+	for _, r := range required {
+		name, _ := r.(string)
+		p, _ := props[name].(map[string]any)
+		switch p["type"] {
+		case "number", "integer":
+			args[name] = 1
+		case "boolean":
+			args[name] = true
+		default:
+			args[name] = "x"
+		}
+	}
+	return args
+}
+
+// text is the result's text content.
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// browser follows the authorization URL's redirects to the login's loopback
+// listener, as the browser of a logged-in user who has consented would.
+func browser(ctx context.Context, authURL string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the browser ended at %s with HTTP %s", resp.Request.URL.Path, resp.Status)
+	}
+	return nil
+}
