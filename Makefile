@@ -22,7 +22,7 @@ E2E_ENV = MCPVISOR_E2E=1 MCPVISOR_NPM_DIR=$(NPM_DIR) MCPVISOR_BIN_DIR=$(CURDIR)/
 # Go files gofmt must accept: everything but caches, build output and npm trees.
 GOFILES_CMD = find . \( -path ./.cache -o -path ./.git -o -path ./$(BIN_DIR) -o -name node_modules \) -prune -o -name '*.go' -type f -print
 
-.PHONY: all build mcpvisor examples plugins run test e2e bench fuzz npm-tools vet fmt fmt-check lint clean distclean
+.PHONY: all build mcpvisor examples plugins run test e2e bench fuzz npm-tools system-tools vet fmt fmt-check lint clean distclean
 
 all: build
 
@@ -57,6 +57,10 @@ run: build
 npm-tools:
 	bash .ci/npm-tools.sh $(NPM_DIR)
 
+# Debian tools the tests use (promtool, from the prometheus package).
+system-tools:
+	bash .ci/system-tools.sh
+
 vet:
 	$(GO) vet ./...
 	@# The Linux-only pieces (host/internal/sockio, the raw pipe I/O) have
@@ -76,7 +80,7 @@ fmt-check:
 
 lint: vet fmt-check
 
-test: build npm-tools lint
+test: build npm-tools system-tools lint
 	$(E2E_ENV) $(GO) test $(TEST_FLAGS) ./...
 
 # Only the end-to-end tests against the real npm peers.
