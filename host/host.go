@@ -19,6 +19,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,12 +132,13 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	sink := &gatewaySink{}
 	h.registry = registry.New(o.logger.Named("registry"), sep, specs, sink)
 	gopts := gateway.Options{
-		Name:     "mcpvisor",
-		Version:  Version,
-		Logger:   o.logger.Named("gateway"),
-		Registry: h.registry,
-		Backend:  backend{h},
-		OnRoots:  h.setRoots,
+		Name:           "mcpvisor",
+		Version:        Version,
+		Logger:         o.logger.Named("gateway"),
+		Registry:       h.registry,
+		Backend:        backend{h},
+		OnRoots:        h.setRoots,
+		SessionTimeout: cmp.Or(cfg.Host.SessionIdleTimeout, config.DefaultSessionIdleTimeout),
 		OnToolsList: func() {
 			set := h.servers.Load()
 			for _, name := range set.order {

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -63,7 +66,7 @@ type StatusReport struct {
 func (h *Host) Handler() http.Handler {
 	h.handlerOnce.Do(func() {
 		mux := http.NewServeMux()
-		mux.Handle("/mcp", h.gateway.HTTPHandler())
+		mux.Handle("/mcp", h.sessionCap(h.gateway.HTTPHandler()))
 		mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
@@ -152,6 +155,27 @@ func (h *Host) Readiness() Readiness {
 	}
 	return rep
 }
+
+// sessionCap refuses a request that would open a session past the host
+// block's max_sessions with 503: one client opening sessions in a loop
+// cannot take the memory the others need.
+func (h *Host) sessionCap(next http.Handler) http.Handler {
+	max := cmp.Or(h.servers.Load().cfg.Host.MaxSessions, config.DefaultMaxSessions)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		opens := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" &&
+			r.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion
+		if opens && h.gateway.Sessions() >= max {
+			h.logger.Warn("http request refused: too many sessions open", "max_sessions", max, "remote", r.RemoteAddr)
+			w.Header().Set("Retry-After", "10")
+			http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are open, the most this host allows (max_sessions); close idle clients' sessions or raise max_sessions", max), http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statelessProtocolVersion is the first protocol version without sessions.
+const statelessProtocolVersion = "2026-07-28"
 
 // Serve serves Handler on ln until ctx ends, then shuts down: requests in
 // flight get a short grace, and connections still open after it (clients'

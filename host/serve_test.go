@@ -201,3 +201,38 @@ func TestMiddlewareSeesToolCalls(t *testing.T) {
 		}
 	}
 }
+
+// Sessions a client abandons (initialize, then never a DELETE) are closed
+// after session_idle_timeout, and past max_sessions a new session is
+// refused with 503 and a message saying why; once the idle ones are gone,
+// new sessions are welcome again.
+func TestSessionsAreCappedAndReaped(t *testing.T) {
+	_, srv := servedHost(t, fmt.Sprintf("host {\n  max_sessions = 3\n  session_idle_timeout = \"1s\"\n}\nserver \"echo\" {\n  command = %q\n}\n", bins["echo"]))
+	initialize := func() (int, string) {
+		t.Helper()
+		return request(t, srv, http.MethodPost, "/mcp", nil)
+	}
+	for i := range 3 {
+		if got, body := initialize(); got != http.StatusOK {
+			t.Fatalf("session %d: status %d (%s)", i+1, got, body)
+		}
+	}
+	got, body := initialize()
+	if got != http.StatusServiceUnavailable || !strings.Contains(body, "max_sessions") {
+		t.Fatalf("a session past max_sessions: status %d (%s), want 503 naming max_sessions", got, strings.TrimSpace(body))
+	}
+	// A stateless (2026-07-28) request opens no session: it is served.
+	if got, body := request(t, srv, http.MethodPost, "/mcp", map[string]string{"Mcp-Protocol-Version": "2026-07-28"}); got == http.StatusServiceUnavailable {
+		t.Errorf("a stateless request was refused for the session cap: %s", body)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if got, _ := initialize(); got == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("abandoned sessions were never closed: new sessions are still refused")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -50,6 +50,13 @@ const (
 
 	// DefaultSeparator joins a server's prefix and an upstream tool name.
 	DefaultSeparator = "__"
+
+	// DefaultSessionIdleTimeout closes downstream HTTP sessions abandoned
+	// without a DELETE.
+	DefaultSessionIdleTimeout = 30 * time.Minute
+
+	// DefaultMaxSessions bounds the downstream HTTP sessions open at once.
+	DefaultMaxSessions = 10000
 )
 
 // Transport names a server block's transport.
@@ -101,6 +108,16 @@ type Host struct {
 
 	// Audit, when set, turns on the audit log of forwarded calls.
 	Audit *Audit
+
+	// SessionIdleTimeout closes a downstream HTTP session that has seen no
+	// request for this long (a client that went away without DELETE).
+	// Zero means DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
+
+	// MaxSessions bounds the downstream HTTP sessions open at once; a new
+	// session past it is refused with HTTP 503. Zero means
+	// DefaultMaxSessions.
+	MaxSessions int
 }
 
 // Audit is the `audit { … }` block inside the host block: a JSON-lines

@@ -20,7 +20,7 @@ var ignoreRanges = cmpopts.IgnoreFields(config.Server{}, "DeclRange")
 
 // defaultHost is the host block's value when the file has none.
 func defaultHost() config.Host {
-	return config.Host{LogLevel: "info", LogFormat: "text", Separator: "__"}
+	return config.Host{LogLevel: "info", LogFormat: "text", Separator: "__", SessionIdleTimeout: 30 * time.Minute, MaxSessions: 10000}
 }
 
 // defaultServer is a server named name with every default applied.
@@ -219,11 +219,13 @@ server "svc" {
 			src:  fullExample,
 			want: &config.Config{
 				Host: config.Host{
-					Listen:      "0.0.0.0:8811",
-					LogLevel:    "debug",
-					LogFormat:   "json",
-					BearerToken: "s3cret",
-					Separator:   ".",
+					Listen:             "0.0.0.0:8811",
+					LogLevel:           "debug",
+					LogFormat:          "json",
+					BearerToken:        "s3cret",
+					Separator:          ".",
+					SessionIdleTimeout: 30 * time.Minute,
+					MaxSessions:        10000,
 				},
 				Servers: []*config.Server{
 					{

@@ -5,9 +5,11 @@ package config
 // stdio, and Validate must not treat an unset listen as a chosen one.
 func defaultHost() Host {
 	return Host{
-		LogLevel:  "info",
-		LogFormat: "text",
-		Separator: DefaultSeparator,
+		LogLevel:           "info",
+		LogFormat:          "text",
+		Separator:          DefaultSeparator,
+		SessionIdleTimeout: DefaultSessionIdleTimeout,
+		MaxSessions:        DefaultMaxSessions,
 	}
 }
 
@@ -65,6 +67,12 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.Host.Separator == "" {
 		c.Host.Separator = def.Separator
+	}
+	if c.Host.SessionIdleTimeout == 0 {
+		c.Host.SessionIdleTimeout = def.SessionIdleTimeout
+	}
+	if c.Host.MaxSessions == 0 {
+		c.Host.MaxSessions = def.MaxSessions
 	}
 	for _, s := range c.Servers {
 		if s == nil {

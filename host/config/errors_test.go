@@ -272,6 +272,14 @@ server "fs" {
   }
 }
 `, `healthy_after in server "fs" is 0s`},
+	{"max_sessions_zero", `host {
+  max_sessions = 0
+}
+`, `max_sessions in the host block is 0; it must be 1 or more`},
+	{"session_idle_timeout_zero", `host {
+  session_idle_timeout = "0s"
+}
+`, `session_idle_timeout in the host block is 0s; it must be positive`},
 	{"threshold_zero", `server "fs" {
   command = "npx"
   breaker {

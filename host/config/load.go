@@ -136,6 +136,14 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		h.Separator = v
 		at("separator", rh.Separator)
 	}
+	if v, ok := d.duration(rh.SessionIdleTimeout, "session_idle_timeout", "the host block"); ok {
+		h.SessionIdleTimeout = v
+		at("session_idle_timeout", rh.SessionIdleTimeout)
+	}
+	if v, ok := d.integer(rh.MaxSessions, "max_sessions"); ok {
+		h.MaxSessions = v
+		at("max_sessions", rh.MaxSessions)
+	}
 	if ra := rh.Audit; ra != nil {
 		d.src.host["audit"] = ra.DefRange
 		a := &Audit{}

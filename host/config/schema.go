@@ -29,6 +29,9 @@ type hostSchema struct {
 	LogFormat hcl.Expression `hcl:"log_format,optional"`
 	Separator hcl.Expression `hcl:"separator,optional"`
 
+	SessionIdleTimeout hcl.Expression `hcl:"session_idle_timeout,optional"`
+	MaxSessions        hcl.Expression `hcl:"max_sessions,optional"`
+
 	Auth  *authSchema  `hcl:"auth,block"`
 	Audit *auditSchema `hcl:"audit,block"`
 

@@ -165,6 +165,16 @@ func (k *checker) host(h *Host) {
 		k.errorf(k.hostAt("separator"), "Invalid separator",
 			"separator in the host block is %q. It joins a server's prefix and a tool's name, and exposed names may only contain letters, digits, '_', '.' and '-'; use a non-empty string of those, such as the default \"__\".", h.Separator)
 	}
+	// Zero in a Config built in Go means the default; in a file it was
+	// written.
+	if h.SessionIdleTimeout < 0 || (h.SessionIdleTimeout == 0 && k.hostAt("session_idle_timeout") != nil) {
+		k.errorf(k.hostAt("session_idle_timeout"), "Invalid session idle timeout",
+			"session_idle_timeout in the host block is %s; it must be positive, such as \"30m\" (an abandoned session is closed after it).", h.SessionIdleTimeout)
+	}
+	if h.MaxSessions < 0 || (h.MaxSessions == 0 && k.hostAt("max_sessions") != nil) {
+		k.errorf(k.hostAt("max_sessions"), "Invalid max_sessions",
+			"max_sessions in the host block is %d; it must be 1 or more, such as the default %d.", h.MaxSessions, DefaultMaxSessions)
+	}
 	if h.Audit != nil && h.Audit.Path == "" && k.hostAt("audit") == nil {
 		k.errorf(nil, "Empty audit path",
 			"Host.Audit is set but its Path is empty; set the file to append audit lines to, or leave Audit nil.")

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -46,7 +47,14 @@ func (h *hclogHandler) Handle(_ context.Context, r slog.Record) error {
 		args = append(args, h.key(a.Key), a.Value.Resolve().Any())
 		return true
 	})
-	h.l.Log(hclogLevel(r.Level), r.Message, args...)
+	lvl := hclogLevel(r.Level)
+	if lvl == hclog.Warn && strings.HasPrefix(r.Message, "calling notifications/") {
+		// A notification (list_changed, resource updated) that could not
+		// reach a session whose client has gone away: one line per dead
+		// session on every change is noise, not a problem to act on.
+		lvl = hclog.Debug
+	}
+	h.l.Log(lvl, r.Message, args...)
 	return nil
 }
 
