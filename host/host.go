@@ -43,6 +43,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
 // Version is mcpvisor's version, reported to upstreams and downstreams.
@@ -464,7 +465,8 @@ func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server str
 	if err != nil {
 		return nil, err
 	}
-	return s.CallTool(ctx, d, p)
+	res, err := s.CallTool(ctx, d, p)
+	return res, wireError(err)
 }
 
 func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error) {
@@ -472,7 +474,8 @@ func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, too
 	if err != nil {
 		return nil, err
 	}
-	return s.Forward(ctx, d, tool, params)
+	res, err := s.Forward(ctx, d, tool, params)
+	return res, wireError(err)
 }
 
 func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
@@ -480,7 +483,8 @@ func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server
 	if err != nil {
 		return nil, err
 	}
-	return s.ReadResource(ctx, d, p)
+	res, err := s.ReadResource(ctx, d, p)
+	return res, wireError(err)
 }
 
 func (b backend) GetPrompt(ctx context.Context, d upstream.Downstream, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
@@ -488,7 +492,8 @@ func (b backend) GetPrompt(ctx context.Context, d upstream.Downstream, server st
 	if err != nil {
 		return nil, err
 	}
-	return s.GetPrompt(ctx, d, p)
+	res, err := s.GetPrompt(ctx, d, p)
+	return res, wireError(err)
 }
 
 func (b backend) Complete(ctx context.Context, d upstream.Downstream, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
@@ -496,7 +501,8 @@ func (b backend) Complete(ctx context.Context, d upstream.Downstream, server str
 	if err != nil {
 		return nil, err
 	}
-	return s.Complete(ctx, d, p)
+	res, err := s.Complete(ctx, d, p)
+	return res, wireError(err)
 }
 
 func (b backend) Subscribe(ctx context.Context, server string, p *mcp.SubscribeParams) error {
@@ -515,6 +521,16 @@ func (b backend) Unsubscribe(ctx context.Context, server string, p *mcp.Unsubscr
 	return s.Unsubscribe(ctx, p)
 }
 
+// wireError is how a downstream client gets an upstream operation's error
+// (recovery.WireError): mcpvisor's own errors carry recovery.CodeUpstream
+// and their kind; a client's cancellation stays what it is.
+func wireError(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return recovery.WireError(err)
+}
+
 // ReloadResult says what a Reload changed.
 type ReloadResult struct {
 	Added, Removed, Restarted, Unchanged []string
@@ -531,15 +547,42 @@ type ReloadResult struct {
 // to ctx), so calls never meet a gap. Naming and filters are re-applied to
 // all. The host block is not reloaded.
 func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, error) {
-	var res ReloadResult
 	if err := cfg.Validate(); err != nil {
-		return res, err
+		return ReloadResult{}, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return res, errors.New("host: Reload after Close")
+		return ReloadResult{}, errors.New("host: Reload after Close")
 	}
+	return h.reload(ctx, cfg, "", "restarted by reload")
+}
+
+// Restart replaces the named server with a fresh process (or connection)
+// and a fresh retry budget, whatever its state: the new one starts and gets
+// ready beside the old one, which finishes its calls in flight and stops
+// (calls that still meet it are told "restarted by request"). It returns
+// when the swap is done or ctx ends. An unknown name is an error wrapping
+// ErrUnknownServer.
+func (h *Host) Restart(ctx context.Context, name string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return errors.New("host: Restart after Close")
+	}
+	if _, err := h.sup(name); err != nil {
+		return err
+	}
+	_, err := h.reload(ctx, h.servers.Load().cfg, name, "restarted by request")
+	return err
+}
+
+// reload swaps in cfg's servers (see Reload); the server named restart is
+// replaced even when its block is unchanged. Servers that stay and are
+// parked are revived: a reload is a person saying "try again". h.mu must
+// be held.
+func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason string) (ReloadResult, error) {
+	var res ReloadResult
 	old := h.servers.Load()
 	res.HostChanged = !reflect.DeepEqual(old.cfg.Host, cfg.Host)
 
@@ -552,7 +595,7 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, er
 	}
 	for _, srv := range cfg.Servers {
 		next.order = append(next.order, srv.Name)
-		if prev, ok := oldBlocks[srv.Name]; ok && sameServer(prev, srv) {
+		if prev, ok := oldBlocks[srv.Name]; ok && sameServer(prev, srv) && srv.Name != restart {
 			next.sups[srv.Name] = old.sups[srv.Name]
 			res.Unchanged = append(res.Unchanged, srv.Name)
 			continue
@@ -605,7 +648,12 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, er
 	for _, sup := range toStart {
 		h.registry.Update(sup.Name(), sup.Catalog())
 	}
-	err := retire(ctx, old.sups, res.Restarted, "restarted by reload")
+	for _, name := range res.Unchanged {
+		if next.sups[name].Status().State == upstream.StateParked.String() {
+			next.sups[name].Revive()
+		}
+	}
+	err := retire(ctx, old.sups, res.Restarted, reason)
 	err = errors.Join(err, retire(ctx, old.sups, res.Removed, "removed by reload"))
 	return res, err
 }

@@ -76,6 +76,8 @@ func (h *Host) Handler() http.Handler {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "ok\n")
 		})
+		mux.HandleFunc("POST /control/revive", h.control(func(ctx context.Context, name string) error { return h.Revive(name) }))
+		mux.HandleFunc("POST /control/restart", h.control(h.Restart))
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 			rep := h.Readiness()
 			w.Header().Set("Content-Type", "application/json")
@@ -154,6 +156,44 @@ func (h *Host) Readiness() Readiness {
 		rep.Reason = "no server is ready"
 	}
 	return rep
+}
+
+// ControlResult is what POST /control/revive and /control/restart answer:
+// the server's status after the action, or why it failed.
+type ControlResult struct {
+	Server ServerStatus `json:"server"`
+	Error  string       `json:"error,omitempty"`
+}
+
+// controlTimeout bounds a control action (a restart waits for the new
+// process to be ready).
+const controlTimeout = 2 * time.Minute
+
+// control serves a control action on the server named by the request's
+// "server" query parameter.
+func (h *Host) control(act func(ctx context.Context, name string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		name := r.URL.Query().Get("server")
+		ctx, cancel := context.WithTimeout(r.Context(), controlTimeout)
+		defer cancel()
+		var res ControlResult
+		status := http.StatusOK
+		if err := act(ctx, name); err != nil {
+			res.Error = err.Error()
+			status = http.StatusInternalServerError
+			if errors.Is(err, ErrUnknownServer) {
+				status = http.StatusNotFound
+			}
+		}
+		for _, st := range h.Status() {
+			if st.Name == name {
+				res.Server = st
+			}
+		}
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(res)
+	}
 }
 
 // sessionCap refuses a request that would open a session past the host

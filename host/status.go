@@ -45,9 +45,12 @@ type ServerStatus struct {
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 	// Tools, Resources and Prompts count what the server offers
 	// upstream (resources include templates).
-	Tools     int `json:"tools"`
-	Resources int `json:"resources"`
-	Prompts   int `json:"prompts"`
+	Tools int `json:"tools"`
+	// ExposedTools counts the server's tools clients see: after the
+	// block's filters and name collisions; 0 while it is parked.
+	ExposedTools int `json:"exposed_tools"`
+	Resources    int `json:"resources"`
+	Prompts      int `json:"prompts"`
 	// Pid is the server process's pid for stdio servers that are running.
 	Pid int `json:"pid,omitempty"`
 
@@ -83,6 +86,13 @@ func (h *Host) serverStatus(s upstream.Status) ServerStatus {
 		Resources:       s.Resources,
 		Prompts:         s.Prompts,
 		Pid:             s.Pid,
+	}
+	if h.registry != nil {
+		for _, t := range h.registry.Tools() {
+			if t.Server == s.Name {
+				st.ExposedTools++
+			}
+		}
 	}
 	if h.telemetry != nil && !h.opts.noMetrics {
 		cs := h.telemetry.Stats(s.Name)

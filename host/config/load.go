@@ -50,6 +50,40 @@ func Load(path string) (*Config, error) {
 	return parse(src, path, baseDir)
 }
 
+// LoadHost reads only the host block of the file at path: what a command
+// that talks to a running host needs (where it listens, its token) without
+// evaluating the server blocks, whose env() and file() secrets it has no
+// business needing. Any error is a *DiagnosticsError.
+func LoadHost(path string) (*Host, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		_, err := Load(path) // the same diagnostic as Load's
+		return nil, err
+	}
+	baseDir := filepath.Dir(path)
+	if abs, err := filepath.Abs(baseDir); err == nil {
+		baseDir = abs
+	}
+	p := hclparse.NewParser()
+	file, diags := p.ParseHCL(src, path)
+	if diags.HasErrors() {
+		return nil, newDiagnosticsError(diags, p.Files())
+	}
+	var raw fileSchema
+	if diags := gohcl.DecodeBody(file.Body, nil, &raw); diags.HasErrors() {
+		return nil, newDiagnosticsError(diags, p.Files())
+	}
+	d := &decoder{ctx: evalContext(baseDir), baseDir: baseDir, src: newSourceMap()}
+	h := defaultHost()
+	if raw.Host != nil {
+		d.host(raw.Host, &h)
+	}
+	if d.diags.HasErrors() {
+		return nil, newDiagnosticsError(d.diags, p.Files())
+	}
+	return &h, nil
+}
+
 // Parse decodes a configuration from src; filename is used in diagnostics
 // and its directory, as given, is where relative paths are resolved. Any
 // error is a *DiagnosticsError.

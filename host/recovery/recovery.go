@@ -11,6 +11,7 @@ package recovery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -284,4 +285,51 @@ func redactBearer(s string) string {
 func isTokenByte(c byte) bool {
 	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
 		strings.IndexByte("._~+/=-", c) >= 0
+}
+
+// CodeUpstream is the JSON-RPC error code a downstream client gets when
+// mcpvisor could not complete its call upstream (the server is parked,
+// crashed during the call, timed out, …): a code in the JSON-RPC
+// "server error" range, with the error's kind in its data. An upstream's
+// own JSON-RPC errors keep their codes.
+const CodeUpstream = -32010
+
+// Kind names an Error for a downstream client (the "kind" of
+// CodeUpstream's data): "parked", "unavailable", "crashed", "timeout",
+// "unreachable", "auth", "needs_login", "insufficient_scope",
+// "session_gone" or "canceled".
+func (e *Error) Kind() string {
+	switch e.Class {
+	case ProcessDied:
+		return "crashed"
+	case Transport:
+		return "unreachable"
+	case Unavailable:
+		if strings.Contains(e.Reason, "parked") {
+			return "parked"
+		}
+		return "unavailable"
+	}
+	return e.Class.String()
+}
+
+// WireError is the JSON-RPC error a downstream client gets for err: an
+// upstream's own JSON-RPC error unchanged; an Error as CodeUpstream with
+// its kind, server and next attempt time in data; anything else as an
+// internal error.
+func WireError(err error) *jsonrpc.Error {
+	var re *Error
+	if errors.As(err, &re) {
+		data := map[string]any{"kind": re.Kind(), "server": re.Server}
+		if !re.RetryAt.IsZero() {
+			data["retry_at"] = re.RetryAt.UTC().Format(time.RFC3339)
+		}
+		raw, _ := json.Marshal(data)
+		return &jsonrpc.Error{Code: CodeUpstream, Message: re.Error(), Data: raw}
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		return wire
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 }
