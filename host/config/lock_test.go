@@ -19,7 +19,7 @@ import (
 // it) and a stdio server.
 type lockDir struct {
 	dir, config, lock string
-	inside, outside  string // the two binaries
+	inside, outside   string // the two binaries
 }
 
 func newLockDir(t *testing.T) *lockDir {
