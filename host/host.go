@@ -380,7 +380,11 @@ type ReloadResult struct {
 // changed: new blocks start, removed ones stop (their tools deregistered),
 // changed ones restart, and unchanged ones keep running untouched, with
 // their sessions. Naming and filters are re-applied to all. The host block
-// is not reloaded.
+// is not reloaded. A plugin block whose lock file entry changed (after
+// `mcpvisor plugins lock`) counts as changed; an unchanged one whose binary
+// no longer has the required hash keeps running the process that was
+// checked when it started, with a warning that its next start will be
+// refused.
 func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, error) {
 	var res ReloadResult
 	if err := cfg.Validate(); err != nil {
@@ -406,6 +410,7 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, er
 		if prev, ok := oldBlocks[srv.Name]; ok && sameServer(prev, srv) {
 			next.sups[srv.Name] = old.sups[srv.Name]
 			res.Unchanged = append(res.Unchanged, srv.Name)
+			h.warnChangedPlugin(srv)
 			continue
 		}
 		sup, err := h.newSupervisor(srv)
@@ -442,6 +447,29 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, er
 		}
 	}
 	return res, err
+}
+
+// warnChangedPlugin warns when the plugin binary of a server that keeps
+// running no longer has the hash its block requires: the running process
+// was checked when it started, but its next start (a respawn) will be
+// refused until the binary is relocked.
+func (h *Host) warnChangedPlugin(srv *config.Server) {
+	p := srv.Plugin
+	if p == nil {
+		return
+	}
+	want := p.WantSHA256()
+	if want == "" {
+		return
+	}
+	path, err := p.Binary()
+	if err != nil {
+		return
+	}
+	if got, err := config.FileSHA256(path); err == nil && got != want {
+		h.logger.Warn("reload: plugin binary changed on disk; the running plugin keeps running, but its next start will be refused until the binary is locked with `mcpvisor plugins lock`",
+			"server", srv.Name, "path", path, "sha256", got, "want", want, "command", p.LockCommand())
+	}
 }
 
 // sameServer reports whether two server blocks describe the same server
