@@ -162,9 +162,9 @@ func (d *Dialer) Dial(ctx context.Context) (transport.Link, error) {
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig: shared.Handshake,
 		Plugins:         shared.PluginMap,
-		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, _ string) (pluginrunner.Runner, error) {
+		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (pluginrunner.Runner, error) {
 			var err error
-			r, err = d.newRunner(spec, path, want, out, ctx.Done(), handshook)
+			r, err = d.newRunner(spec, socketDir, path, want, out, ctx.Done(), handshook)
 			return r, err
 		},
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},

@@ -59,11 +59,16 @@ type runner struct {
 	logger hclog.Logger // the server's
 	out    *output
 
-	stdout   io.ReadCloser // the handshake line and anything after it
-	stderrR  *os.File      // our end of the plugin's stderr
-	stderrW  *os.File      // the plugin's end, closed once it has its copy
+	stdoutR  *os.File // our end of the plugin's stdout: the handshake line and anything after it
+	stdoutW  *os.File // the plugin's end, closed once it has its copy
+	stderrR  *os.File // our end of the plugin's stderr
+	stderrW  *os.File // the plugin's end, closed once it has its copy
 	forward  *io.PipeReader
 	forwardW *io.PipeWriter // the admitted stderr lines, for go-plugin to log
+
+	// socketDir is the directory go-plugin made for the plugin's socket.
+	// go-plugin removes it in Kill, but only for a process that started.
+	socketDir string
 
 	abort     <-chan struct{} // the dial's context is done
 	handshook <-chan struct{} // closed when go-plugin's start returned
@@ -88,23 +93,27 @@ func (e *checksumError) Error() string {
 
 // newRunner prepares the plugin process from go-plugin's spec, which
 // carries the environment go-plugin adds (magic cookie, mTLS certificate,
-// socket directory).
-func (d *Dialer) newRunner(spec *exec.Cmd, path, want string, out *output, abort, handshook <-chan struct{}) (*runner, error) {
+// socket directory). The pipes are os.Pipe files handed to the child
+// directly, so exec.Cmd starts no copying goroutine of its own.
+func (d *Dialer) newRunner(spec *exec.Cmd, socketDir, path, want string, out *output, abort, handshook <-chan struct{}) (*runner, error) {
 	cmd := exec.Command(path, d.args...)
 	cmd.Env = append(append([]string(nil), d.env...), spec.Env...)
 	cmd.Dir = d.dir
 	cmd.SysProcAttr = sysProcAttr()
 	// cmd.Stdin stays nil: the child's standard input is /dev/null.
-	stdout, err := cmd.StdoutPipe()
+	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
+		os.RemoveAll(socketDir)
 		return nil, err
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
-		stdout.Close()
+		stdoutR.Close()
+		stdoutW.Close()
+		os.RemoveAll(socketDir)
 		return nil, err
 	}
-	cmd.Stderr = stderrW
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 	forward, forwardW := io.Pipe()
 	return &runner{
 		cmd:       cmd,
@@ -112,11 +121,13 @@ func (d *Dialer) newRunner(spec *exec.Cmd, path, want string, out *output, abort
 		want:      want,
 		logger:    d.logger,
 		out:       out,
-		stdout:    stdout,
+		stdoutR:   stdoutR,
+		stdoutW:   stdoutW,
 		stderrR:   stderrR,
 		stderrW:   stderrW,
 		forward:   forward,
 		forwardW:  forwardW,
+		socketDir: socketDir,
 		abort:     abort,
 		handshook: handshook,
 	}, nil
@@ -125,13 +136,15 @@ func (d *Dialer) newRunner(spec *exec.Cmd, path, want string, out *output, abort
 // Start checks the binary's hash and starts the process.
 func (r *runner) Start(context.Context) error {
 	if err := r.verify(); err != nil {
-		r.closePipes()
+		r.abandon()
 		return err
 	}
 	if err := r.cmd.Start(); err != nil {
-		r.closePipes()
+		r.abandon()
 		return err
 	}
+	// The child has its copies; ours must go, or we would never see EOF.
+	r.stdoutW.Close()
 	r.stderrW.Close()
 	r.pid = r.cmd.Process.Pid
 	r.logger.Debug("plugin started", "path", r.path, "pid", r.pid)
@@ -157,12 +170,13 @@ func (r *runner) verify() error {
 	return nil
 }
 
-// closePipes releases what a process that never started would have used.
-func (r *runner) closePipes() {
-	r.stdout.Close()
-	r.stderrR.Close()
-	r.stderrW.Close()
+// abandon releases what a process that never started would have used.
+func (r *runner) abandon() {
+	for _, f := range []*os.File{r.stdoutR, r.stdoutW, r.stderrR, r.stderrW} {
+		f.Close()
+	}
 	r.forwardW.Close()
+	os.RemoveAll(r.socketDir)
 }
 
 // killOnAbort kills the plugin when the dial gives up before go-plugin's
@@ -244,8 +258,13 @@ func (l *lineLeveler) of(line string) hclog.Level {
 	return hclog.Debug
 }
 
-// Wait waits for the process to exit.
-func (r *runner) Wait(context.Context) error { return r.cmd.Wait() }
+// Wait waits for the process to exit. go-plugin calls it once it has read
+// stdout to the end.
+func (r *runner) Wait(context.Context) error {
+	err := r.cmd.Wait()
+	r.stdoutR.Close()
+	return err
+}
 
 // Kill kills the plugin's whole process group.
 func (r *runner) Kill(context.Context) error {
@@ -264,13 +283,18 @@ func (r *runner) killGroup() {
 	}
 }
 
-func (r *runner) Stdout() io.ReadCloser { return r.stdout }
+func (r *runner) Stdout() io.ReadCloser { return r.stdoutR }
 func (r *runner) Stderr() io.ReadCloser { return r.forward }
 func (r *runner) Name() string          { return r.path }
 
-// ID is the process id; "0" before the start, so that go-plugin's Kill
-// still cleans up after a start that failed.
-func (r *runner) ID() string { return strconv.Itoa(r.pid) }
+// ID is the process id; empty for a process that never started, which
+// go-plugin's Kill then leaves alone (abandon has cleaned up).
+func (r *runner) ID() string {
+	if r.pid == 0 {
+		return ""
+	}
+	return strconv.Itoa(r.pid)
+}
 
 // Diagnose adds to go-plugin's error about an unrecognised handshake line.
 func (r *runner) Diagnose(context.Context) string {

@@ -228,11 +228,25 @@ func TestLockedPlugin(t *testing.T) {
 		return srv
 	}
 
+	// go-plugin makes a directory in TMPDIR for each plugin's socket;
+	// nothing of it may be left, whether the plugin ran or was refused.
+	noSocketDirs := func(t *testing.T) func() {
+		tmp := t.TempDir()
+		t.Setenv("TMPDIR", tmp)
+		return func() {
+			if left, _ := os.ReadDir(tmp); len(left) > 0 {
+				t.Errorf("left in TMPDIR: %v", left)
+			}
+		}
+	}
+
 	t.Run("match", func(t *testing.T) {
+		defer noSocketDirs(t)()
 		callSelf(t, locked(good))
 	})
 
 	t.Run("mismatch", func(t *testing.T) {
+		defer noSocketDirs(t)()
 		wrong := strings.Repeat("0", 64)
 		_, err := dial(t, locked(wrong))
 		if !errors.Is(err, plugin.ErrChecksumMismatch) {
