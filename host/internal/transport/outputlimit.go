@@ -9,14 +9,15 @@ debug flag left on, a crash loop printing a stack trace per request — would
 otherwise grow the host's log without bound and bury everything else in it.
 
 One OutputLimiter serves one server block for as long as the block runs,
-across restarts of its process: a token bucket of outputBurst lines that
-refills at outputRate lines a second. A line that finds the bucket empty is
-dropped and counted. The count is logged as one warning ("lines dropped",
-dropped=N) before the next admitted line, or outputSummaryDelay after the
-first drop when nothing is admitted by then, or when the output ends
-(Flush) — whichever comes first. Callers keep their own tail of the output
-for error messages and feed it before asking the limiter, so the last words
-of a server that floods and then crashes still reach the error.
+across restarts of its process: a token bucket (golang.org/x/time/rate) of
+outputBurst lines refilled at outputRate lines a second. A line that finds
+the bucket empty is dropped and counted. The count is logged as one warning
+("lines dropped", dropped=N) before the next admitted line, or
+outputSummaryDelay after the first drop when nothing is admitted by then, or
+when the output ends (Flush) — whichever comes first, so that a burst
+followed by silence is still accounted for. Callers keep their own tail of
+the output for error messages and feed it before asking the limiter, so the
+last words of a server that floods and then crashes still reach the error.
 */
 
 import (
@@ -24,17 +25,18 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/time/rate"
 )
 
 const (
+	// outputRate is how many lines a second a server's output may add to
+	// the log once its burst is spent.
+	outputRate = 100
+
 	// outputBurst is how many lines a server may write at once before the
 	// limit applies, so that a startup banner or one stack trace gets into
 	// the log whole.
-	outputBurst = 200
-
-	// outputRate is how many lines a second a server's output may add to
-	// the log once its burst is spent.
-	outputRate = 50
+	outputBurst = 500
 
 	// outputSummaryDelay bounds how long a count of dropped lines waits for
 	// the next admitted line before it is logged on its own.
@@ -45,10 +47,9 @@ const (
 // It is safe for concurrent use by the readers of several streams.
 type OutputLimiter struct {
 	logger hclog.Logger
+	bucket *rate.Limiter
 
 	mu      sync.Mutex
-	tokens  float64
-	last    time.Time
 	dropped int
 	summary *time.Timer // logs the pending count; nil when nothing is pending
 }
@@ -59,7 +60,7 @@ func NewOutputLimiter(logger hclog.Logger) *OutputLimiter {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &OutputLimiter{logger: logger, tokens: outputBurst}
+	return &OutputLimiter{logger: logger, bucket: rate.NewLimiter(outputRate, outputBurst)}
 }
 
 // Allow reports whether the next line may be logged. When it may and lines
@@ -67,19 +68,13 @@ func NewOutputLimiter(logger hclog.Logger) *OutputLimiter {
 func (l *OutputLimiter) Allow() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
-	if !l.last.IsZero() {
-		l.tokens = min(outputBurst, l.tokens+now.Sub(l.last).Seconds()*outputRate)
-	}
-	l.last = now
-	if l.tokens < 1 {
+	if !l.bucket.Allow() {
 		l.dropped++
 		if l.summary == nil {
 			l.summary = time.AfterFunc(outputSummaryDelay, l.Flush)
 		}
 		return false
 	}
-	l.tokens--
 	l.summarize()
 	return true
 }
@@ -101,7 +96,7 @@ func (l *OutputLimiter) summarize() {
 	if l.dropped == 0 {
 		return
 	}
-	l.logger.Warn("server output over the rate limit: lines dropped",
-		"dropped", l.dropped, "burst", outputBurst, "lines_per_second", outputRate)
+	l.logger.Warn("output lines dropped: the server writes faster than the log takes",
+		"dropped", l.dropped, "lines_per_second", outputRate, "burst", outputBurst)
 	l.dropped = 0
 }

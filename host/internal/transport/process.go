@@ -171,7 +171,7 @@ func (p *Process) readStderr(r *os.File, done chan<- struct{}) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, maxStderrLine)
 	for {
-		line, cut, err := ReadCappedLine(br)
+		line, cut, err := readCappedLine(br)
 		if len(line) > 0 || cut > 0 || err == nil {
 			text := string(line)
 			if cut > 0 {
@@ -191,11 +191,11 @@ func (p *Process) readStderr(r *os.File, done chan<- struct{}) {
 	}
 }
 
-// ReadCappedLine returns the next line without its line ending, at most
+// readCappedLine returns the next line without its line ending, at most
 // the reader's buffer size of it, and how many bytes beyond that it
 // dropped. err is set at the end of input (the line is the last,
 // unterminated one, possibly empty).
-func ReadCappedLine(br *bufio.Reader) (line []byte, cut int, err error) {
+func readCappedLine(br *bufio.Reader) (line []byte, cut int, err error) {
 	line, err = br.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		line = bytes.Clone(line)
