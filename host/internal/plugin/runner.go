@@ -225,6 +225,15 @@ func (r *runner) copyStderr() {
 	}
 }
 
+// levelPrefixes are the line prefixes go-plugin logs a plain stderr line
+// by.
+var levelPrefixes = []struct {
+	prefix string
+	level  hclog.Level
+}{
+	{"[TRACE]", hclog.Trace}, {"[DEBUG]", hclog.Debug}, {"[INFO]", hclog.Info}, {"[WARN]", hclog.Warn}, {"[ERROR]", hclog.Error},
+}
+
 // lineLeveler tells the level go-plugin logs a plugin's stderr line at: a
 // JSON line's own @level; otherwise the level of a [LEVEL] prefix, error
 // from the first line of a panic on, and debug for any other line.
@@ -244,9 +253,9 @@ func (l *lineLeveler) of(line string) hclog.Level {
 			return hclog.Debug
 		}
 	}
-	for prefix, lvl := range map[string]hclog.Level{"[TRACE]": hclog.Trace, "[DEBUG]": hclog.Debug, "[INFO]": hclog.Info, "[WARN]": hclog.Warn, "[ERROR]": hclog.Error} {
-		if strings.HasPrefix(line, prefix) {
-			return lvl
+	for _, p := range levelPrefixes {
+		if strings.HasPrefix(line, p.prefix) {
+			return p.level
 		}
 	}
 	if strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") {
