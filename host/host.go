@@ -546,6 +546,10 @@ type ReloadResult struct {
 // before the old one stops; the old one finishes its calls in flight (up
 // to ctx), so calls never meet a gap. Naming and filters are re-applied to
 // all. The host block is not reloaded.
+// A plugin block whose lock file entry changed (after `mcpvisor plugins
+// lock`) counts as changed; an unchanged one whose binary no longer has
+// the required hash keeps running the process that was checked when it
+// started, with a warning that its next start will be refused.
 func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return ReloadResult{}, err
@@ -598,6 +602,7 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 		if prev, ok := oldBlocks[srv.Name]; ok && sameServer(prev, srv) && srv.Name != restart {
 			next.sups[srv.Name] = old.sups[srv.Name]
 			res.Unchanged = append(res.Unchanged, srv.Name)
+			h.warnChangedPlugin(srv)
 			continue
 		}
 		sup, err := h.newSupervisor(srv)
@@ -656,6 +661,29 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 	err := retire(ctx, old.sups, res.Restarted, reason)
 	err = errors.Join(err, retire(ctx, old.sups, res.Removed, "removed by reload"))
 	return res, err
+}
+
+// warnChangedPlugin warns when the plugin binary of a server that keeps
+// running no longer has the hash its block requires: the running process
+// was checked when it started, but its next start (a respawn) will be
+// refused until the binary is relocked.
+func (h *Host) warnChangedPlugin(srv *config.Server) {
+	p := srv.Plugin
+	if p == nil {
+		return
+	}
+	want := p.WantSHA256()
+	if want == "" {
+		return
+	}
+	path, err := p.Binary()
+	if err != nil {
+		return
+	}
+	if got, err := config.FileSHA256(path); err == nil && got != want {
+		h.logger.Warn("reload: plugin binary changed on disk; the running plugin keeps running, but its next start will be refused until the binary is locked with `mcpvisor plugins lock`",
+			"server", srv.Name, "path", path, "sha256", got, "want", want, "command", p.LockCommand())
+	}
 }
 
 // sameServer reports whether two server blocks describe the same server

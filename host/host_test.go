@@ -33,7 +33,15 @@ import (
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "notes", "everything", testutil.Mcpvisor))
+	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) {
+		bins = b
+		// The test peer as a plugin serving its tools in-process (-plugin).
+		bins["testpeer"] = filepath.Join(filepath.Dir(b["echo"]), "testpeer")
+		if err := testutil.GoBuild(bins["testpeer"], "./plugins/internal/testpeer"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			delete(bins, "testpeer")
+		}
+	}, "echo", "notes", "everything", testutil.Mcpvisor))
 }
 
 // testLogOutput, when set, receives the host's logs (server stderr lines

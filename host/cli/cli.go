@@ -1,5 +1,6 @@
 // Package cli is the mcpvisor command line: run, validate, tools, call,
-// status and version. It is a thin layer over package host.
+// status, plugins lock and version. It is a thin layer over package host
+// and package config.
 package cli
 
 import (
@@ -64,6 +65,7 @@ Commands:
   status    show server states from a running host
   login     log in to an OAuth server: mcpvisor login NAME
   logout    forget an OAuth server's tokens: mcpvisor logout NAME
+  plugins   plugins lock: record each plugin binary's SHA-256 in mcpvisor.lock.hcl
   version   print the version
 
 Run "mcpvisor <command> -h" for a command's options.
@@ -92,6 +94,8 @@ func Run(args []string, stdio IO) int {
 		return loginCmd(rest, stdio)
 	case "logout":
 		return logoutCmd(rest, stdio)
+	case "plugins":
+		return pluginsCmd(rest, stdio)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdio.Stdout, "mcpvisor %s\n", host.Version)
 		return ExitOK
@@ -143,7 +147,94 @@ func validateCmd(args []string, stdio IO) int {
 	if !ok {
 		return ExitUsage
 	}
+	// The plugin binaries on disk against sha256 and the lock file: a
+	// mismatch is an error (mcpvisor would refuse to start the plugin), an
+	// unlocked plugin a warning.
+	rep := cfg.CheckPlugins()
+	if len(rep.Diags) > 0 {
+		rep.WriteDiagnostics(stdio.Stderr, 0, false)
+	}
+	if rep.HasErrors() {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: %s: plugin binaries do not match their recorded hashes\n", *path)
+		return ExitUsage
+	}
 	fmt.Fprintf(stdio.Stdout, "%s: valid (%d server(s))\n", *path, len(cfg.Servers))
+	return ExitOK
+}
+
+const pluginsUsage = `Usage: mcpvisor plugins <command> [options]
+
+Commands:
+  lock   hash every plugin binary the configuration runs and record the
+         hashes in mcpvisor.lock.hcl beside it; mcpvisor then refuses to
+         start a plugin whose binary has another hash. Run it again after a
+         deliberate upgrade or rebuild, and commit the file.
+`
+
+func pluginsCmd(args []string, stdio IO) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdio.Stderr, pluginsUsage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "lock":
+		return pluginsLockCmd(args[1:], stdio)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdio.Stdout, pluginsUsage)
+		return ExitOK
+	}
+	fmt.Fprintf(stdio.Stderr, "mcpvisor plugins: unknown command %q\n\n%s", args[0], pluginsUsage)
+	return ExitUsage
+}
+
+func pluginsLockCmd(args []string, stdio IO) int {
+	fs, path := newFlags("plugins lock", stdio)
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor plugins lock: unexpected argument %q\n", fs.Arg(0))
+		return ExitUsage
+	}
+	cfg, ok := loadConfig(*path, stdio)
+	if !ok {
+		return ExitUsage
+	}
+	lock, rep := cfg.LockPlugins()
+	if len(rep.Diags) > 0 {
+		rep.WriteDiagnostics(stdio.Stderr, 0, false)
+	}
+	if lock == nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor plugins lock: %s not written\n", config.LockPath(*path))
+		return ExitRuntime
+	}
+	if len(lock.Plugins) == 0 && cfg.Lock == nil {
+		fmt.Fprintf(stdio.Stdout, "%s: no plugin blocks; no lock file needed\n", *path)
+		return ExitOK
+	}
+	if err := lock.Write(); err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor plugins lock: %v\n", err)
+		return ExitRuntime
+	}
+	fmt.Fprintf(stdio.Stdout, "%s: %d plugin(s) locked\n", lock.Filename, len(lock.Plugins))
+	for _, e := range lock.Plugins {
+		was := "new"
+		if old := cfg.Lock.Entry(e.Server); old != nil {
+			was = "unchanged"
+			if old.SHA256 != e.SHA256 {
+				was = "changed from " + old.SHA256
+			}
+		}
+		fmt.Fprintf(stdio.Stdout, "  server %q: plugin %q: %s sha256 %s (%s)\n", e.Server, e.Plugin, e.Path, e.SHA256, was)
+	}
+	if cfg.Lock != nil {
+		for _, old := range cfg.Lock.Plugins {
+			if lock.Entry(old.Server) == nil {
+				fmt.Fprintf(stdio.Stdout, "  server %q: removed (no plugin block)\n", old.Server)
+			}
+		}
+	}
+	fmt.Fprintln(stdio.Stdout, "Commit it with the configuration; a running mcpvisor reads it on reload (SIGHUP).")
 	return ExitOK
 }
 

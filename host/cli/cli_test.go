@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,14 +11,26 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 )
 
-var echoBin string
+var (
+	echoBin     string
+	mcpvisorBin string // the real binary, for tests that need a process of its own
+	testpeerBin string // plugins/internal/testpeer, a plugin with -plugin
+	testpeerErr error  // why testpeerBin could not be built
+)
 
 func TestMain(m *testing.M) {
-	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { echoBin = b["echo"] }, "echo"))
+	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) {
+		echoBin, mcpvisorBin = b["echo"], b[testutil.Mcpvisor]
+		testpeerBin = filepath.Join(filepath.Dir(echoBin), "testpeer")
+		testpeerErr = testutil.GoBuild(testpeerBin, "./plugins/internal/testpeer")
+	}, "echo", testutil.Mcpvisor))
 }
 
+// run runs the CLI in this process. Its output buffers are synchronized:
+// the host's logger writes to stderr from the servers' goroutines while
+// the command prints.
 func run(args ...string) (code int, stdout, stderr string) {
-	var out, errb bytes.Buffer
+	var out, errb testutil.Buffer
 	code = cli.Run(args, cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
 	return code, out.String(), errb.String()
 }

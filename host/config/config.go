@@ -84,6 +84,11 @@ type Config struct {
 
 	// Servers are the server blocks in file order. Names are unique.
 	Servers []*Server
+
+	// Lock is the plugin lock file Load read beside the configuration file
+	// (see LockFileName); nil when there is none, and after Parse or for a
+	// Config built in Go.
+	Lock *Lock
 }
 
 // Host configures mcpvisor itself.
@@ -203,11 +208,31 @@ type Plugin struct {
 	Command string
 	// Args are passed to the plugin binary.
 	Args []string
-	// SHA256 is the expected hex checksum of Command; empty disables the check.
+	// SHA256 is the expected hex checksum of Command. When set it wins over
+	// the lock file's entry.
 	SHA256 string
 	// Config is the block's `config` object encoded as JSON, handed to the
 	// plugin's Configure call unchanged.
 	Config []byte
+	// Lock is what the lock file beside the configuration file records for
+	// this block. Load sets it for every plugin block, entry or not; it is
+	// nil after Parse and for a Config built in Go.
+	Lock *PluginLock
+}
+
+// PluginLock is a plugin block's view of its lock file.
+type PluginLock struct {
+	// ConfigFile is the configuration file the block is in; the lock file
+	// is rewritten with `mcpvisor plugins lock -config ConfigFile`.
+	ConfigFile string
+	// File is the lock file's path.
+	File string
+	// Path is the binary the entry was written for, absolute; empty when
+	// the lock file has no entry for this block (or does not exist).
+	Path string
+	// SHA256 is the locked hash, 64 lowercase hexadecimal digits; empty
+	// when the lock file has no entry for this block (or does not exist).
+	SHA256 string
 }
 
 // The OAuth grants an oauth block may use.

@@ -62,7 +62,14 @@ func newDiagnosticsError(diags hcl.Diagnostics, files map[string]*hcl.File) *Dia
 			errs = append(errs, d)
 		}
 	}
-	slices.SortStableFunc(errs, func(a, b *hcl.Diagnostic) int {
+	sortDiagnostics(errs)
+	return &DiagnosticsError{Diags: errs, Files: files}
+}
+
+// sortDiagnostics orders diagnostics by file and position; those without a
+// position come first.
+func sortDiagnostics(diags hcl.Diagnostics) {
+	slices.SortStableFunc(diags, func(a, b *hcl.Diagnostic) int {
 		switch {
 		case a.Subject == nil && b.Subject == nil:
 			return 0
@@ -78,5 +85,4 @@ func newDiagnosticsError(diags hcl.Diagnostics, files map[string]*hcl.File) *Dia
 			cmp.Compare(a.Detail, b.Detail),
 		)
 	})
-	return &DiagnosticsError{Diags: errs, Files: files}
 }

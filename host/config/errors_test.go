@@ -524,9 +524,19 @@ func TestUnknownAttributeNamesServer(t *testing.T) {
 	}
 }
 
+// testdataDir is this package's testdata directory, found before any test
+// changes the working directory.
+var testdataDir = func() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	return filepath.Join(wd, "testdata")
+}()
+
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
+	path := filepath.Join(testdataDir, name+".golden")
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)

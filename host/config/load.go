@@ -25,7 +25,8 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 )
 
-// Load reads and decodes the configuration file at path. Relative paths in
+// Load reads and decodes the configuration file at path, and the plugin
+// lock file beside it (LockFileName) when there is one. Relative paths in
 // the file (file(), cwd, a plugin's command) are resolved against the
 // file's directory. Any error is a *DiagnosticsError; when the file cannot
 // be read it wraps the I/O error (errors.Is(err, fs.ErrNotExist) works).
@@ -47,7 +48,14 @@ func Load(path string) (*Config, error) {
 	if abs, err := filepath.Abs(baseDir); err == nil {
 		baseDir = abs
 	}
-	return parse(src, path, baseDir)
+	cfg, err := parse(src, path, baseDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.loadLockFor(path); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // LoadHost reads only the host block of the file at path: what a command
@@ -85,8 +93,8 @@ func LoadHost(path string) (*Host, error) {
 }
 
 // Parse decodes a configuration from src; filename is used in diagnostics
-// and its directory, as given, is where relative paths are resolved. Any
-// error is a *DiagnosticsError.
+// and its directory, as given, is where relative paths are resolved. Parse
+// reads no lock file. Any error is a *DiagnosticsError.
 func Parse(src []byte, filename string) (*Config, error) {
 	return parse(src, filename, filepath.Dir(filename))
 }

@@ -2,12 +2,8 @@ package plugin
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -29,14 +25,16 @@ var (
 	// not in PATH.
 	ErrBinaryNotFound = errors.New("plugin binary not found")
 
-	// ErrChecksumMismatch means the binary's SHA-256 differs from the
-	// block's sha256: it was rebuilt, replaced or tampered with. It is
-	// never started.
+	// ErrChecksumMismatch means the binary's SHA-256 differs from the one
+	// its block requires (sha256, else its lock file entry): it was
+	// rebuilt, upgraded, replaced or tampered with. It is never started.
 	ErrChecksumMismatch = errors.New("checksum mismatch")
 
-	// ErrHandshake means the binary started but is not an mcpvisor
-	// transport plugin of this protocol version: wrong magic cookie, wrong
-	// protocol version, net/rpc instead of gRPC, or not a go-plugin binary.
+	// ErrHandshake means the binary started but did not complete the
+	// go-plugin handshake as an mcpvisor transport plugin of this protocol
+	// version: wrong magic cookie, wrong protocol version, net/rpc instead
+	// of gRPC, not a go-plugin binary, or no handshake within
+	// connect_timeout (it is then killed).
 	ErrHandshake = errors.New("plugin handshake failed")
 
 	// ErrCrashed means the plugin process exited before it was ready:
@@ -64,20 +62,30 @@ func (d *Dialer) errorf(kind error, format string, args ...any) error {
 }
 
 // startError classifies a failed go-plugin start. go-plugin reports most
-// of these only as text, so this is the one place that reads it.
-func (d *Dialer) startError(err error, path string, cmd *exec.Cmd, out *output) error {
+// of these only as text, so this is the one place that reads it. r is nil
+// when the process was never prepared.
+func (d *Dialer) startError(ctx context.Context, err error, path string, startTimeout time.Duration, r *runner, out *output) error {
+	var cmd *exec.Cmd
+	if r != nil {
+		cmd = r.cmd
+	}
 	msg := err.Error()
 	stderr := out.tail.last(3)
+	var ce *checksumError
 	switch {
-	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
-		got := "unknown"
-		if sum, herr := fileSHA256(path); herr == nil {
-			got = sum
-		}
-		return d.errorf(ErrChecksumMismatch, "sha256 of %s is %s, the config expects %s; if you rebuilt it on purpose, update sha256 (`sha256sum %s`)",
-			path, got, hex.EncodeToString(d.checksum), path)
-	case strings.Contains(msg, "error verifying checksum"):
-		return d.errorf(ErrChecksumMismatch, "cannot checksum %s: %s", path, strings.TrimPrefix(msg, "error verifying checksum: "))
+	case errors.As(err, &ce) && ce.err != nil:
+		return d.errorf(ErrChecksumMismatch, "%v", ce)
+	case errors.As(err, &ce):
+		return d.errorf(ErrChecksumMismatch, "%s; mcpvisor refuses to start it. %s",
+			d.block.Mismatch(ce.path, ce.got), strings.TrimSuffix(d.block.UpgradeAdvice(ce.got), "."))
+	// The runner kills a plugin whose handshake outlives the dial's
+	// context, and go-plugin's StartTimeout ends at the same deadline:
+	// either way the plugin missed its connect_timeout.
+	case errors.Is(ctx.Err(), context.DeadlineExceeded), strings.Contains(msg, "timeout while waiting for plugin to start"):
+		return d.errorf(ErrHandshake, "no handshake within connect_timeout (%s); the plugin was killed%s",
+			startTimeout.Round(10*time.Millisecond), stderrSuffix(stderr))
+	case errors.Is(ctx.Err(), context.Canceled):
+		return d.errorf(ErrHandshake, "canceled while waiting for the handshake; the plugin was killed")
 	case strings.Contains(stderr, "not meant to be executed directly"):
 		return d.errorf(ErrHandshake, "magic cookie mismatch: %s is not an mcpvisor transport plugin (or was built against another handshake)", path)
 	case strings.Contains(msg, "incompatible API version"):
@@ -87,8 +95,6 @@ func (d *Dialer) startError(err error, path string, cmd *exec.Cmd, out *output) 
 		return d.errorf(ErrHandshake, "go-plugin core protocol mismatch (%s); rebuild the plugin against go-plugin v1.x", firstLine(msg))
 	case strings.Contains(msg, "unsupported plugin protocol"):
 		return d.errorf(ErrHandshake, "the plugin serves %s; mcpvisor accepts only grpc plugins", firstLine(msg))
-	case strings.Contains(msg, "timeout while waiting for plugin to start"):
-		return d.errorf(ErrHandshake, "no handshake within the connect timeout%s", stderrSuffix(stderr))
 	case strings.Contains(msg, "plugin exited before we could connect"),
 		strings.Contains(msg, "Unrecognized remote plugin message") && exitedOnItsOwn(cmd):
 		return d.errorf(ErrCrashed, "exited during the handshake (%s)%s", exitHow(cmd), stderrSuffix(stderr))
@@ -133,6 +139,9 @@ func (d *Dialer) stepError(step string, err error, client *goplugin.Client, tc *
 // SIGKILL go-plugin sends after a failed handshake. It is called after
 // Kill, so the process has been reaped.
 func exitedOnItsOwn(cmd *exec.Cmd) bool {
+	if cmd == nil {
+		return false
+	}
 	ps := cmd.ProcessState
 	return ps != nil && ps.Exited()
 }
@@ -140,8 +149,8 @@ func exitedOnItsOwn(cmd *exec.Cmd) bool {
 // exitHow says how the plugin process ended, as "exit status 2" or
 // "signal: killed". It is called only after the process was reaped.
 func exitHow(cmd *exec.Cmd) string {
-	if ps := cmd.ProcessState; ps != nil {
-		return ps.String()
+	if cmd != nil && cmd.ProcessState != nil {
+		return cmd.ProcessState.String()
 	}
 	return "exit status unknown"
 }
@@ -151,19 +160,6 @@ func stderrSuffix(stderr string) string {
 		return ""
 	}
 	return "; last stderr: " + recovery.Redact(stderr)
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func firstLine(s string) string {

@@ -31,6 +31,10 @@ var binDir string
 // testModeEnv makes the test binary act as a misbehaving plugin.
 const testModeEnv = "MCPVISOR_PLUGIN_TEST_MODE"
 
+// floodLines is how many stderr lines the "flood" plugin writes before its
+// last words.
+const floodLines = 5000
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(testModeEnv); mode != "" {
 		badPlugin(mode)
@@ -88,6 +92,24 @@ func badPlugin(mode string) {
 		time.Sleep(time.Minute)
 	case "hang":
 		time.Sleep(time.Minute)
+	case "hang-with-child":
+		// A child in the plugin's process group that outlives a kill of
+		// the plugin alone.
+		self, _ := os.Executable()
+		child := exec.Command(self)
+		child.Env = append(os.Environ(), testModeEnv+"=hang")
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "started child %d\n", child.Process.Pid)
+		time.Sleep(time.Minute)
+	case "flood":
+		for i := range floodLines {
+			fmt.Fprintf(os.Stderr, "[INFO] flood line %d\n", i)
+		}
+		fmt.Fprintln(os.Stderr, "[ERROR] fatal: giving up after the flood")
+		os.Exit(2)
 	case "die-on-configure":
 		shared.Serve(&dieOnConfigure{})
 	default:
@@ -170,6 +192,11 @@ func testLogger(t testing.TB) hclog.Logger {
 		}
 	})
 	return hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Debug, Output: buf})
+}
+
+// hclogTo is a server logger at the default level, info, writing to w.
+func hclogTo(w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Info, Output: w})
 }
 
 type syncBuffer struct {

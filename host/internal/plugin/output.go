@@ -7,53 +7,47 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 )
 
 // stderrTailLines is how many lines of plugin output are kept for error
 // messages.
 const stderrTailLines = 20
 
-// output collects what a plugin process writes outside its log: the raw
-// stderr go-plugin copies to ClientConfig.Stderr (which go-plugin also logs
-// itself, line by line), and the plugin's os.Stdout and os.Stderr after
-// Serve, which go-plugin forwards over gRPC to SyncStdout and SyncStderr
-// and would otherwise discard.
+// output collects what a plugin process writes outside the gRPC
+// connection: its real stderr, read by the runner, and its os.Stdout and
+// os.Stderr after Serve, which go-plugin forwards over gRPC to SyncStdout
+// and SyncStderr and would otherwise discard. Every line goes into the
+// tail; the lines logged pass the server's output rate limit.
 type output struct {
-	tail   *tail
-	stdout *lineLogger
-	stderr *lineLogger
+	tail    *tail
+	limiter *transport.OutputLimiter
+	stdout  *lineLogger
+	stderr  *lineLogger
 }
 
-func newOutput(logger hclog.Logger) *output {
+func newOutput(logger hclog.Logger, limiter *transport.OutputLimiter) *output {
 	t := &tail{}
 	return &output{
-		tail:   t,
-		stdout: &lineLogger{logger: logger, stream: "stdout"},
-		stderr: &lineLogger{logger: logger, stream: "stderr", tail: t},
+		tail:    t,
+		limiter: limiter,
+		stdout:  &lineLogger{logger: logger, stream: "stdout", limiter: limiter},
+		stderr:  &lineLogger{logger: logger, stream: "stderr", limiter: limiter, tail: t},
 	}
 }
 
-// tail keeps the last lines written to it. go-plugin writes each line and
-// its newline separately, so partial lines are buffered.
+// tail keeps the last lines of a plugin's output for error messages.
 type tail struct {
-	mu      sync.Mutex
-	partial []byte
-	lines   []string
+	mu    sync.Mutex
+	lines []string
 }
 
-func (t *tail) Write(p []byte) (int, error) {
+// addLine adds one line.
+func (t *tail) addLine(line string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.partial = append(t.partial, p...)
-	for {
-		i := bytes.IndexByte(t.partial, '\n')
-		if i < 0 {
-			break
-		}
-		t.add(string(t.partial[:i]))
-		t.partial = t.partial[i+1:]
-	}
-	return len(p), nil
+	t.add(line)
 }
 
 func (t *tail) add(line string) {
@@ -95,10 +89,12 @@ func (t *tail) last(n int) string {
 	return strings.Join(lines, " | ")
 }
 
-// lineLogger writes each line it receives to the server's logger.
+// lineLogger writes each line it receives to the server's logger, within
+// the server's output rate limit.
 type lineLogger struct {
 	logger  hclog.Logger
 	stream  string
+	limiter *transport.OutputLimiter
 	tail    *tail // also fed, when set
 	mu      sync.Mutex
 	partial []byte
@@ -114,11 +110,11 @@ func (w *lineLogger) Write(p []byte) (int, error) {
 			break
 		}
 		if line := strings.TrimRight(string(w.partial[:i]), "\r"); line != "" {
-			w.logger.Info(line, "stream", w.stream)
 			if w.tail != nil {
-				w.tail.mu.Lock()
-				w.tail.add(line)
-				w.tail.mu.Unlock()
+				w.tail.addLine(line)
+			}
+			if w.logger.IsInfo() && w.limiter.Allow() {
+				w.logger.Info(line, "stream", w.stream)
 			}
 		}
 		w.partial = w.partial[i+1:]

@@ -27,13 +27,20 @@ would only have offered a boolean to poll. (When a plugin dies, its gRPC
 stream also breaks at once, which ends the MCP session; the supervisor then
 takes the exit from Done to say why.)
 
-The plugin runs in a process group of its own, the same kind a stdio
-server gets (transport.ProcessGroup: on Linux led by a keeper that kills
-the group if mcpvisor dies, even by SIGKILL; Pdeathsig on the plugin), so
-the host's terminal signals do not reach it and Close can remove anything
-the plugin itself started. go-plugin's Kill stops the plugin politely over
-gRPC, then kills the direct process after 2 s; Close then kills whatever is
-left in the group and releases its keeper. A failed Dial does the same.
+The process is started by mcpvisor's own runner (runner.go): stdin on
+/dev/null, a process group of its own, the same kind a stdio server gets
+(transport.ProcessGroup: on Linux led by a keeper that kills the group if
+mcpvisor dies, even by SIGKILL; Pdeathsig on the plugin), so the host's
+terminal signals do not reach it and Close can remove anything the plugin
+itself started, and the binary's SHA-256 checked against the block's
+sha256 or its lock file entry just before exec. go-plugin's Kill stops the
+plugin politely over gRPC, then has the runner kill the group after 2 s;
+Close then kills whatever is left in the group and releases its keeper. A
+failed Dial does the same.
+
+A plugin that has not completed the go-plugin handshake when the dial's
+context ends (connect_timeout, or the supervisor stopping) is killed with
+its group, and the dial fails: a failed attempt like any other.
 
 The child's environment is the same small safe set as a stdio server's
 (transport.ChildEnv) plus the server block's env: go-plugin's SkipHostEnv
@@ -44,17 +51,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
+	pluginrunner "github.com/hashicorp/go-plugin/runner"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
@@ -77,15 +82,20 @@ const (
 // Dialer starts one plugin process per Dial for a server block with a
 // plugin block. It implements transport.Dialer.
 type Dialer struct {
-	server   string
-	plugin   string // the plugin block's label
-	command  string
-	args     []string
-	checksum []byte // nil: no checksum check
-	config   []byte
-	env      []string
-	dir      string
-	logger   hclog.Logger
+	server string
+	plugin string         // the plugin block's label
+	block  *config.Plugin // the binary, and the hash it must have
+	args   []string
+	config []byte
+	env    []string
+	dir    string
+	logger hclog.Logger
+
+	// limiter bounds the plugin's output in the log, across all of this
+	// server's plugin processes.
+	limiter *transport.OutputLimiter
+	// warnedUnlocked is set once the unlocked plugin has been warned about.
+	warnedUnlocked atomic.Bool
 }
 
 var _ transport.Dialer = (*Dialer)(nil)
@@ -108,31 +118,31 @@ func NewDialer(srv *config.Server, logger hclog.Logger) (transport.Dialer, error
 	d := &Dialer{
 		server:  srv.Name,
 		plugin:  p.Name,
-		command: p.Command,
+		block:   p,
 		args:    p.Args,
 		config:  p.Config,
 		env:     transport.ChildEnv(srv.Env),
 		dir:     srv.Cwd,
 		logger:  logger,
+		limiter: transport.NewOutputLimiter(logger),
 	}
 	if len(d.config) == 0 {
 		d.config = []byte("{}")
 	}
 	if p.SHA256 != "" {
-		sum, err := hex.DecodeString(p.SHA256)
-		if err != nil || len(sum) != sha256.Size {
+		if sum, err := hex.DecodeString(p.SHA256); err != nil || len(sum) != sha256.Size {
 			return nil, fmt.Errorf("server %q: plugin %q: sha256 %q is not 64 hexadecimal digits", srv.Name, p.Name, p.SHA256)
 		}
-		d.checksum = sum
 	}
 	return d, nil
 }
 
-// Dial starts the plugin, checks its checksum and handshake, configures it
-// and opens its connection. Every failure is one line naming the server and
-// wraps one of this package's Err values (or shared.ErrConfigRejected).
+// Dial checks the plugin binary's hash, starts it, waits for its
+// handshake, configures it and opens its connection. Every failure is one
+// line naming the server and wraps one of this package's Err values (or
+// shared.ErrConfigRejected).
 func (d *Dialer) Dial(ctx context.Context) (transport.Link, error) {
-	path, err := d.lookPath()
+	path, err := d.block.Binary()
 	if err != nil {
 		return nil, d.errorf(ErrBinaryNotFound, "%v", err)
 	}
@@ -152,37 +162,40 @@ func (d *Dialer) Dial(ctx context.Context) (transport.Link, error) {
 			group.Release()
 		}
 	}()
-	cmd := exec.Command(path, d.args...)
-	cmd.Env = d.env
-	cmd.Dir = d.dir
-	cmd.SysProcAttr = group.SysProcAttr()
-
-	out := newOutput(d.logger)
-	var secure *goplugin.SecureConfig
-	if d.checksum != nil {
-		secure = &goplugin.SecureConfig{Checksum: d.checksum, Hash: sha256.New()}
+	want := d.block.WantSHA256()
+	if want == "" {
+		d.warnUnlocked(path)
 	}
+
+	out := newOutput(d.logger, d.limiter)
+	// handshook ends the runner's watch of ctx: once go-plugin's start has
+	// returned, ctx no longer bounds the process's life.
+	handshook := make(chan struct{})
+	var r *runner
 	client := goplugin.NewClient(&goplugin.ClientConfig{
-		HandshakeConfig:  shared.Handshake,
-		Plugins:          shared.PluginMap,
-		Cmd:              cmd,
-		SecureConfig:     secure,
+		HandshakeConfig: shared.Handshake,
+		Plugins:         shared.PluginMap,
+		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (pluginrunner.Runner, error) {
+			var err error
+			r, err = d.newRunner(spec, socketDir, path, want, group, out, ctx.Done(), handshook)
+			return r, err
+		},
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		SkipHostEnv:      true,
 		StartTimeout:     startTimeout,
 		Logger:           d.logger,
-		Stderr:           out.tail,
 		SyncStdout:       out.stdout,
 		SyncStderr:       out.stderr,
 	})
 
 	rpc, err := client.Client()
+	close(handshook)
 	if err != nil {
 		// Kill reaps the process and drains its stderr, so the error can
 		// quote the plugin's last words.
 		client.Kill()
-		return nil, d.startError(err, path, cmd, out)
+		return nil, d.startError(ctx, err, path, startTimeout, r, out)
 	}
 	raw, err := rpc.Dispense(shared.PluginName)
 	if err != nil {
@@ -194,8 +207,7 @@ func (d *Dialer) Dial(ctx context.Context) (transport.Link, error) {
 		client.Kill()
 		return nil, d.errorf(ErrHandshake, "dispensed %T, not a transport", raw)
 	}
-	pid := cmd.Process.Pid
-	group.Started(pid)
+	cmd, pid := r.cmd, r.pid
 
 	if err := tc.Configure(ctx, d.config); err != nil {
 		return nil, d.stepError("configuring", err, client, tc, cmd, out)
@@ -222,25 +234,16 @@ func (d *Dialer) Dial(ctx context.Context) (transport.Link, error) {
 	return l, nil
 }
 
-// lookPath resolves the command like a shell would: a path when it has a
-// slash, else a name searched in PATH. The configuration loader has already
-// made a relative path absolute against the config file's directory.
-func (d *Dialer) lookPath() (string, error) {
-	if !strings.Contains(d.command, string(filepath.Separator)) {
-		p, err := exec.LookPath(d.command)
-		if err != nil {
-			return "", fmt.Errorf("%s is not in PATH", d.command)
-		}
-		return p, nil
+// warnUnlocked warns, once per server block, that its plugin binary is
+// run without a hash to check: neither sha256 nor a lock file entry.
+func (d *Dialer) warnUnlocked(path string) {
+	if d.warnedUnlocked.Swap(true) {
+		return
 	}
-	fi, err := os.Stat(d.command)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("%s does not exist (build it with `make plugins`?)", d.command)
-	case err != nil:
-		return "", err
-	case fi.IsDir():
-		return "", fmt.Errorf("%s is a directory", d.command)
+	sum, err := config.FileSHA256(path)
+	if err != nil {
+		sum = "unknown: " + err.Error()
 	}
-	return d.command, nil
+	d.logger.Warn("plugin not locked: any binary at its path is run; record its hash with `mcpvisor plugins lock` and commit "+config.LockFileName,
+		"plugin", d.plugin, "path", path, "sha256", sum, "command", d.block.LockCommand())
 }

@@ -219,7 +219,7 @@ func TestDialErrors(t *testing.T) {
 			srv := server("s", "unix", unixBin, map[string]any{"socket": "/x"})
 			srv.Plugin.SHA256 = strings.Repeat("ab", 32)
 			return srv
-		}, plugin.ErrChecksumMismatch, "sha256 of " + unixBin + " is "},
+		}, plugin.ErrChecksumMismatch, unixBin + " has SHA-256 "},
 		{"config rejected", func() *config.Server {
 			return server("s", "unix", unixBin, map[string]any{})
 		}, plugin.ErrConfigRejected, "config needs socket"},

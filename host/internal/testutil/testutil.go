@@ -42,6 +42,20 @@ func BuildExamples(dir string, names ...string) (map[string]string, error) {
 	return out, nil
 }
 
+// GoBuild builds the package pkg, a path relative to the repository root
+// such as "./plugins/unix", into the file out, with extra go build flags
+// (for example "-ldflags", "-X main.version=2" for a binary with other
+// content).
+func GoBuild(out, pkg string, flags ...string) error {
+	args := append([]string{"build", "-o", out}, flags...)
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
+}
+
 // Alive reports whether pid exists and is not a zombie.
 func Alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

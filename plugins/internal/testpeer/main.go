@@ -13,14 +13,29 @@
 // Once listening it prints "listening <address>" on stdout, where address
 // is the socket path, host:port, or ws:// URL.
 //
+//	-plugin      no listener: the test peer is itself an mcpvisor transport
+//	             plugin, started by the host, and serves its tools in-process
+//	             on every Open. It reads its standard input from the moment
+//	             it starts, and adds the tool stdin {}, which reports what
+//	             that read got as JSON text: {"bytes": N, "eof": true|false,
+//	             "error": "…"}. A plugin started with the host's stdin would
+//	             take the bytes of the host's MCP client.
+//
 // Tools: echo {text} returns text; add {a, b} returns the sum as text;
 // pid {} returns the process id; sleep {ms} sleeps then says "slept".
+//
+// The server version is the variable version, which tests set with
+// -ldflags "-X main.version=…" to build a binary with other content.
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -32,18 +47,26 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/net/websocket"
+
+	"github.com/mcpvisor/mcpvisor/shared"
 )
+
+// version is the server version the peer reports.
+var version = "1"
 
 func main() {
 	unixPath := flag.String("unix", "", "Unix socket path")
 	tcpAddr := flag.String("tcp", "", "TCP listen address")
 	wsAddr := flag.String("ws", "", "WebSocket listen address")
 	wsToken := flag.String("ws-token", "", "required X-Test-Token header value for -ws")
+	asPlugin := flag.Bool("plugin", false, "be a transport plugin serving the tools in-process")
 	flag.Parse()
 	log.SetPrefix("testpeer: ")
 	log.SetFlags(0)
 
 	switch {
+	case *asPlugin:
+		shared.Serve(&inProcess{stdin: readStdin()})
 	case *unixPath != "":
 		os.Remove(*unixPath)
 		ln, err := net.Listen("unix", *unixPath)
@@ -81,7 +104,7 @@ func main() {
 }
 
 func newServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "testpeer", Version: "1"}, nil)
+	s := mcp.NewServer(&mcp.Implementation{Name: "testpeer", Version: version}, nil)
 	type echoIn struct {
 		Text string `json:"text"`
 	}
@@ -185,3 +208,88 @@ func (c *wsConn) Close() error {
 }
 
 func (c *wsConn) SessionID() string { return "" }
+
+// stdinReport is what the plugin's read of its standard input got.
+type stdinReport struct {
+	mu    sync.Mutex
+	bytes int64
+	eof   bool
+	err   error
+}
+
+// readStdin reads the process's standard input until it ends, from now on.
+func readStdin() *stdinReport {
+	r := &stdinReport{}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := os.Stdin.Read(buf)
+			r.mu.Lock()
+			r.bytes += int64(n)
+			switch {
+			case errors.Is(err, io.EOF):
+				r.eof = true
+			case err != nil:
+				r.err = err
+			}
+			r.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return r
+}
+
+func (r *stdinReport) MarshalJSON() ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := struct {
+		Bytes int64  `json:"bytes"`
+		EOF   bool   `json:"eof"`
+		Error string `json:"error,omitempty"`
+	}{Bytes: r.bytes, EOF: r.eof}
+	if r.err != nil {
+		v.Error = r.err.Error()
+	}
+	return json.Marshal(v)
+}
+
+// inProcess is the transport of -plugin: every Open is a new session with
+// an in-process server.
+type inProcess struct {
+	stdin *stdinReport
+}
+
+func (p *inProcess) Configure(_ context.Context, raw []byte) error {
+	var c struct{}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return fmt.Errorf("config: %v (the test peer takes none)", err)
+	}
+	return nil
+}
+
+func (p *inProcess) Open(context.Context) (shared.Conn, error) {
+	s := newServer()
+	mcp.AddTool(s, &mcp.Tool{Name: "stdin", Description: "Reports what the plugin read from its standard input."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			b, err := json.Marshal(p.stdin)
+			if err != nil {
+				return nil, nil, err
+			}
+			return text(string(b)), nil, nil
+		})
+	host, peer := net.Pipe()
+	go func() {
+		ss, err := s.Connect(context.Background(), &mcp.IOTransport{Reader: peer, Writer: peer}, nil)
+		if err != nil {
+			log.Printf("connect: %v", err)
+			peer.Close()
+			return
+		}
+		ss.Wait()
+	}()
+	return shared.NewLineConn(host), nil
+}
