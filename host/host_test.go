@@ -3,6 +3,7 @@ package host_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1285,5 +1286,174 @@ func TestStdioServerRunsInConfigDirectory(t *testing.T) {
 	}
 	if _, err := h.CallTool(ctx, "echo__echo", map[string]any{"text": "here"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The CLI reaches every running host of a config: two `run --stdio`
+// instances (which bind no TCP port, so they coexist with each other and
+// with `run`) and one `run`, through their control sockets. `status`
+// shows all three, `call` uses a running host instead of starting the
+// servers again, `status -addr` needs no config file, and `revive` brings
+// a parked server back while a client is connected: its tools return and
+// the client is told.
+func TestCLIReachesEveryRunningInstance(t *testing.T) {
+	dir := t.TempDir()
+	env := append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	addr := freePort(t)
+	cfgPath := filepath.Join(dir, "config.hcl")
+	src := fmt.Sprintf("host {\n  listen = %q\n}\nserver \"echo\" {\n  command = %q\n  reconnect {\n    max_retries = 0\n  }\n}\n", addr, bins["echo"])
+	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func(args ...string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command(bins["mcpvisor"], append(args, "-config", cfgPath)...)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if slices.Contains(args, "--stdio") {
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { in.Close() })
+		}
+		var stderr testutil.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-done
+			}
+		})
+		return cmd
+	}
+	cli := func(args ...string) (string, string, error) {
+		t.Helper()
+		cmd := exec.Command(bins["mcpvisor"], args...)
+		cmd.Env = env
+		cmd.Dir = dir
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		return out.String(), errb.String(), err
+	}
+
+	start("run", "--stdio")
+	start("run", "--stdio")
+	start("run")
+	testutil.Eventually(t, 60*time.Second, "three instances, each with echo ready", func() bool {
+		out, _, err := cli("status", "-config", cfgPath)
+		return err == nil && strings.Count(out, " ready ") == 3 && strings.Count(out, "mcpvisor pid ") == 3
+	})
+
+	out, errs, err := cli("call", "echo__echo", `{"text":"through a running host"}`, "-config", cfgPath)
+	if err != nil || !strings.Contains(out, "through a running host") || !strings.Contains(errs, "using the running host") {
+		t.Fatalf("call with flags after the arguments: %v\n%s\n%s", err, out, errs)
+	}
+
+	// status -addr from a directory without a config file.
+	if out, errs, err := cli("status", "-addr", addr, "-config", filepath.Join(t.TempDir(), "none.hcl")); err == nil || !strings.Contains(errs, "none.hcl") {
+		t.Errorf("status with a missing explicit -config: %v\n%s%s", err, out, errs)
+	}
+	nodir := t.TempDir()
+	cmd := exec.Command(bins["mcpvisor"], "status", "-addr", addr)
+	cmd.Env, cmd.Dir = env, nodir
+	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), " ready ") {
+		t.Errorf("status -addr without a config file: %v\n%s", err, b)
+	}
+
+	// A client on the HTTP instance; its echo server parks.
+	changed := make(chan struct{}, 16)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "watcher"}, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	doc := httpStatus(t, addr)
+	syscall.Kill(doc.Servers[0].Pid, syscall.SIGKILL)
+	testutil.Eventually(t, 30*time.Second, "the HTTP instance's echo to park", func() bool {
+		return httpStatus(t, addr).Servers[0].State == "parked"
+	})
+	for len(changed) > 0 {
+		<-changed
+	}
+	out, errs, err = cli("revive", "echo", "-addr", addr)
+	if err != nil || !strings.Contains(out, "revived: ready") {
+		t.Fatalf("revive: %v\n%s%s", err, out, errs)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("the connected client was not told the tools changed")
+	}
+	if names := toolNames(t, cs); !slices.Contains(names, "echo__echo") {
+		t.Errorf("tools after revive: %v", names)
+	}
+
+	out, errs, err = cli("restart", "echo", "-config", cfgPath)
+	if err != nil || strings.Count(out, "restarted: ready") != 3 {
+		t.Errorf("restart on every instance: %v\n%s%s", err, out, errs)
+	}
+}
+
+// httpStatus reads /status from a host listening at addr.
+func httpStatus(t *testing.T, addr string) host.StatusReport {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc host.StatusReport
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// An error mcpvisor itself gives a client (not the upstream's own) is a
+// JSON-RPC error with code -32010 and its kind in data: "crashed" for a
+// call the server died during, "parked" for a parked server's tool.
+func TestCallErrorsCarryTheirKind(t *testing.T) {
+	src := fmt.Sprintf("server \"echo\" {\n  command = %q\n  reconnect {\n    max_retries = 0\n  }\n}\n", bins["echo"])
+	h, cs := startHost(t, src, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kind := func(err error) (int64, string) {
+		t.Helper()
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) {
+			t.Fatalf("error %v is not a JSON-RPC error", err)
+		}
+		var data struct{ Kind, Server string }
+		json.Unmarshal(wire.Data, &data)
+		return wire.Code, data.Kind
+	}
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__crash"})
+	if code, k := kind(err); code != -32010 || k != "crashed" {
+		t.Errorf("crash: code %d kind %q, want -32010 crashed", code, k)
+	}
+	testutil.Eventually(t, 30*time.Second, "the respawned server", func() bool { return statusOf(t, h, "echo").State == "ready" })
+	syscall.Kill(statusOf(t, h, "echo").Pid, syscall.SIGKILL)
+	testutil.Eventually(t, 30*time.Second, "the server to park", func() bool { return statusOf(t, h, "echo").State == "parked" })
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "x"}})
+	if code, k := kind(err); code != -32010 || k != "parked" {
+		t.Errorf("parked: code %d kind %q, want -32010 parked (%v)", code, k, err)
 	}
 }

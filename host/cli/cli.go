@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -11,7 +12,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"os/signal"
 	"sort"
 	"strings"
@@ -20,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
@@ -62,7 +66,10 @@ Commands:
   validate  check a configuration file
   tools     list the tools the configured servers expose
   call      call one tool: mcpvisor call TOOL '{"arg": "value"}'
-  status    show server states from a running host
+  status    show server states from the running hosts of a config
+  revive    ask a parked server to try again now: mcpvisor revive NAME
+  restart   replace a server with a fresh process: mcpvisor restart NAME
+  import    turn a Claude Desktop / .mcp.json / Cursor config into config.hcl
   login     log in to an OAuth server: mcpvisor login NAME
   logout    forget an OAuth server's tokens: mcpvisor logout NAME
   plugins   plugins lock: record each plugin binary's SHA-256 in mcpvisor.lock.hcl
@@ -90,6 +97,10 @@ func Run(args []string, stdio IO) int {
 		return callCmd(rest, stdio)
 	case "status":
 		return statusCmd(rest, stdio)
+	case "revive", "restart":
+		return controlCmd(cmd, rest, stdio)
+	case "import":
+		return importCmd(rest, stdio)
 	case "login":
 		return loginCmd(rest, stdio)
 	case "logout":
@@ -140,7 +151,12 @@ func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
 
 func validateCmd(args []string, stdio IO) int {
 	fs, path := newFlags("validate", stdio)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor validate: unexpected argument %q\n", pos[0])
 		return ExitUsage
 	}
 	cfg, ok := loadConfig(*path, stdio)
@@ -157,6 +173,16 @@ func validateCmd(args []string, stdio IO) int {
 	if rep.HasErrors() {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: %s: plugin binaries do not match their recorded hashes\n", *path)
 		return ExitUsage
+	}
+	// A command that is not there now would park its server at once; say
+	// so, but it is no error: the machine that runs the file may have it.
+	for _, s := range cfg.Servers {
+		if s.Transport != config.TransportStdio || s.Command == "" {
+			continue
+		}
+		if _, err := exec.LookPath(s.Command); err != nil {
+			fmt.Fprintf(stdio.Stderr, "Warning: server %q: command %q not found (%v); the server will park at once until it is installed\n", s.Name, s.Command, err)
+		}
 	}
 	fmt.Fprintf(stdio.Stdout, "%s: valid (%d server(s))\n", *path, len(cfg.Servers))
 	return ExitOK
@@ -189,11 +215,12 @@ func pluginsCmd(args []string, stdio IO) int {
 
 func pluginsLockCmd(args []string, stdio IO) int {
 	fs, path := newFlags("plugins lock", stdio)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return ExitUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor plugins lock: unexpected argument %q\n", fs.Arg(0))
+	if len(pos) > 0 {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor plugins lock: unexpected argument %q\n", pos[0])
 		return ExitUsage
 	}
 	cfg, ok := loadConfig(*path, stdio)
@@ -240,12 +267,14 @@ func pluginsLockCmd(args []string, stdio IO) int {
 
 func runCmd(args []string, stdio IO) int {
 	fs, path := newFlags("run", stdio)
-	stdioMode := fs.Bool("stdio", false, "serve MCP over stdin/stdout (for Claude Desktop, Cursor, …)")
-	if err := fs.Parse(args); err != nil {
+	stdioMode := fs.Bool("stdio", false, "serve MCP over stdin/stdout (for Claude Desktop, Cursor, …); HTTP only with -http")
+	alsoHTTP := fs.Bool("http", false, "with --stdio, also serve streamable HTTP at host.listen")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return ExitUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor run: unexpected argument %q\n", fs.Arg(0))
+	if len(pos) > 0 {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor run: unexpected argument %q\n", pos[0])
 		return ExitUsage
 	}
 	cfg, ok := loadConfig(*path, stdio)
@@ -254,9 +283,11 @@ func runCmd(args []string, stdio IO) int {
 	}
 	logger := newLogger(cfg, stdio.Stderr)
 
-	listen := cfg.Host.Listen
-	if listen == "" && !*stdioMode {
-		listen = config.DefaultListen
+	// `run --stdio` serves stdio only, so that several (one per desktop
+	// agent) and `run` itself can share a config; -http adds the listener.
+	listen := ""
+	if !*stdioMode || *alsoHTTP {
+		listen = cmp.Or(cfg.Host.Listen, config.DefaultListen)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -300,6 +331,15 @@ func runCmd(args []string, stdio IO) int {
 		}
 	}
 
+	// The control socket lets `status`, `revive`, `restart`, `tools` and
+	// `call` reach this process, stdio or not (instances.go).
+	ctl, err := listenControl(*path)
+	if err != nil {
+		logger.Warn("no control socket: status, revive and restart cannot reach this process except over HTTP", "error", err)
+	} else {
+		defer ctl.Close()
+	}
+
 	if err := h.Start(ctx); err != nil {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: %v\n", err)
 		return ExitRuntime
@@ -329,6 +369,17 @@ func runCmd(args []string, stdio IO) int {
 		}()
 	} else {
 		close(httpDone)
+	}
+	ctlDone := make(chan struct{})
+	if ctl != nil {
+		go func() {
+			defer close(ctlDone)
+			if err := h.Serve(serveCtx, ctl); err != nil {
+				logger.Warn("control socket failed", "error", err)
+			}
+		}()
+	} else {
+		close(ctlDone)
 	}
 	stdioDone := make(chan struct{})
 	if *stdioMode {
@@ -368,6 +419,7 @@ wait:
 
 	stopServing()
 	<-httpDone
+	<-ctlDone
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := h.Close(sctx); err != nil {
@@ -396,6 +448,20 @@ func reload(ctx context.Context, h *host.Host, path string, logger hclog.Logger)
 	if res.HostChanged {
 		logger.Warn("the host block changed; listen, auth and logging apply after a restart")
 	}
+}
+
+// runningHost returns the running host serving the config at path, for
+// `tools` and `call`, saying on stderr which one is used — or that there
+// is none, and the command starts the servers itself.
+func runningHost(path string, stdio IO) (target, bool) {
+	if hb, err := config.LoadHost(path); err == nil {
+		if ts := runningHosts(path, cmp.Or(os.Getenv("MCPVISOR_TOKEN"), hb.BearerToken)); len(ts) > 0 {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor: using the running host serving %s (%s)\n", path, ts[0].name)
+			return ts[0], true
+		}
+	}
+	fmt.Fprintf(stdio.Stderr, "mcpvisor: no running host serves %s; starting its servers for this command\n", path)
+	return target{}, false
 }
 
 // startOneShot starts a host for a one-shot command and waits for its
@@ -441,20 +507,44 @@ func closeHost(h *host.Host) {
 func toolsCmd(args []string, stdio IO) int {
 	fs, path := newFlags("tools", stdio)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return ExitUsage
 	}
-	h, code := startOneShot(*path, stdio)
-	if h == nil {
-		return code
+	if len(pos) > 0 {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor tools: unexpected argument %q\n", pos[0])
+		return ExitUsage
 	}
-	defer closeHost(h)
-	tools := h.Tools()
+	var tools []host.Tool
+	if t, ok := runningHost(*path, stdio); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		cs, err := t.connect(ctx)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor tools: %v\n", err)
+			return ExitRuntime
+		}
+		defer cs.Close()
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "mcpvisor tools: listing the tools of %s: %v\n", t.name, err)
+				return ExitRuntime
+			}
+			tools = append(tools, host.Tool{Tool: tool})
+		}
+	} else {
+		h, code := startOneShot(*path, stdio)
+		if h == nil {
+			return code
+		}
+		defer closeHost(h)
+		tools = h.Tools()
+	}
 	if *asJSON {
 		type row struct {
 			Name        string `json:"name"`
-			Server      string `json:"server"`
-			Original    string `json:"original"`
+			Server      string `json:"server,omitempty"`
+			Original    string `json:"original,omitempty"`
 			Description string `json:"description,omitempty"`
 		}
 		rows := []row{}
@@ -478,34 +568,52 @@ func toolsCmd(args []string, stdio IO) int {
 
 func callCmd(args []string, stdio IO) int {
 	fs, path := newFlags("call", stdio)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return ExitUsage
 	}
-	if fs.NArg() < 1 || fs.NArg() > 2 {
+	if len(pos) < 1 || len(pos) > 2 {
 		fmt.Fprintln(stdio.Stderr, `usage: mcpvisor call [-config FILE] TOOL ['{"arg": "value"}']`)
 		return ExitUsage
 	}
-	tool := fs.Arg(0)
+	tool := pos[0]
 	var raw json.RawMessage
-	if fs.NArg() == 2 {
-		raw = json.RawMessage(fs.Arg(1))
+	if len(pos) == 2 {
+		raw = json.RawMessage(pos[1])
 		var obj map[string]any
 		if err := json.Unmarshal(raw, &obj); err != nil {
 			fmt.Fprintf(stdio.Stderr, "mcpvisor call: arguments must be a JSON object: %v\n", err)
 			return ExitUsage
 		}
 	}
-	h, code := startOneShot(*path, stdio)
-	if h == nil {
-		return code
-	}
-	defer closeHost(h)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := h.CallTool(ctx, tool, raw)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
-		return ExitRuntime
+	var res *mcp.CallToolResult
+	if t, ok := runningHost(*path, stdio); ok {
+		cs, err := t.connect(ctx)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
+			return ExitRuntime
+		}
+		defer cs.Close()
+		var args any
+		if raw != nil {
+			args = raw
+		}
+		if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args}); err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
+			return ExitRuntime
+		}
+	} else {
+		h, code := startOneShot(*path, stdio)
+		if h == nil {
+			return code
+		}
+		defer closeHost(h)
+		if res, err = h.CallTool(ctx, tool, raw); err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
+			return ExitRuntime
+		}
 	}
 	enc := json.NewEncoder(stdio.Stdout)
 	enc.SetIndent("", "  ")
@@ -517,12 +625,16 @@ func callCmd(args []string, stdio IO) int {
 }
 
 func statusCmd(args []string, stdio IO) int {
-	fs, path := newFlags("status", stdio)
-	addr := fs.String("addr", "", "address of the running host (default: host.listen from the config)")
+	fs, path, addr, token := newControlFlags("status", stdio)
 	asJSON := fs.Bool("json", false, "print JSON")
 	watch := fs.Bool("watch", false, "refresh the table until interrupted")
 	interval := fs.Duration("interval", defaultWatchInterval, "refresh `period` with -watch")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor status: unexpected argument %q\n", pos[0])
 		return ExitUsage
 	}
 	if *watch && *asJSON {
@@ -533,50 +645,49 @@ func statusCmd(args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "mcpvisor status: -interval must be greater than zero")
 		return ExitUsage
 	}
-	cfg, ok := loadConfig(*path, stdio)
-	if !ok {
-		return ExitUsage
+	ts, code := findTargets("status", *path, *addr, *token, fs, stdio)
+	if ts == nil {
+		return code
 	}
-	a := *addr
-	if a == "" {
-		a = cfg.Host.Listen
-		if a == "" {
-			a = config.DefaultListen
+	show := func(w io.Writer) int {
+		code := ExitOK
+		for _, t := range ts {
+			doc, err := fetchStatus(t)
+			if err != nil {
+				fmt.Fprintf(stdio.Stderr, "mcpvisor status: %v\n", err)
+				code = ExitRuntime
+				continue
+			}
+			if *asJSON {
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				enc.Encode(doc)
+				continue
+			}
+			if len(ts) > 1 {
+				fmt.Fprintf(w, "mcpvisor %s:\n", t.name)
+			}
+			printStatus(w, doc)
 		}
+		return code
 	}
 	if !*watch {
-		doc, err := fetchStatus(a, cfg.Host.BearerToken)
-		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor status: %v\n", err)
-			return ExitRuntime
-		}
-		if *asJSON {
-			enc := json.NewEncoder(stdio.Stdout)
-			enc.SetIndent("", "  ")
-			enc.Encode(doc)
-			return ExitOK
-		}
-		printStatus(stdio.Stdout, doc)
-		return ExitOK
+		return show(stdio.Stdout)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	t := time.NewTicker(*interval)
-	defer t.Stop()
+	tick := time.NewTicker(*interval)
+	defer tick.Stop()
 	for {
 		// Home and clear: the table is redrawn in place.
 		fmt.Fprint(stdio.Stdout, "\x1b[H\x1b[2J")
-		fmt.Fprintf(stdio.Stdout, "mcpvisor at %s — %s (every %s; Ctrl-C to stop)\n\n", a, time.Now().Format(time.TimeOnly), *interval)
-		if doc, err := fetchStatus(a, cfg.Host.BearerToken); err != nil {
-			fmt.Fprintf(stdio.Stdout, "%v\n", err)
-		} else {
-			printStatus(stdio.Stdout, doc)
-		}
+		fmt.Fprintf(stdio.Stdout, "mcpvisor — %s (every %s; Ctrl-C to stop)\n\n", time.Now().Format(time.TimeOnly), *interval)
+		show(stdio.Stdout)
 		select {
 		case <-ctx.Done():
 			return ExitOK
-		case <-t.C:
+		case <-tick.C:
 		}
 	}
 }
@@ -584,26 +695,123 @@ func statusCmd(args []string, stdio IO) int {
 // defaultWatchInterval is how often `status -watch` refreshes.
 const defaultWatchInterval = 2 * time.Second
 
-// fetchStatus reads /status from the host at addr.
-func fetchStatus(addr, token string) (*host.StatusReport, error) {
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/status", nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+// newControlFlags is newFlags for a command that talks to running hosts:
+// -addr and -token beside -config.
+func newControlFlags(name string, stdio IO) (fs *flag.FlagSet, path, addr, token *string) {
+	fs, path = newFlags(name, stdio)
+	addr = fs.String("addr", "", "`host:port` of a running host's HTTP listener (default: every host serving the config, through its control socket, else host.listen)")
+	token = fs.String("token", "", "bearer `token` for a host with auth (default: $MCPVISOR_TOKEN, else the config's host block)")
+	return fs, path, addr, token
+}
+
+// findTargets resolves the running hosts a command talks to: the one at
+// addr when given; else every host serving the config at path (their
+// control sockets), else the config's host.listen. Only the config's host
+// block is read, so server secrets (env(), file()) need not be set. It
+// returns nil and an exit code when there is nothing to talk to.
+func findTargets(cmd, path, addr, token string, fs *flag.FlagSet, stdio IO) ([]target, int) {
+	token = cmp.Or(token, os.Getenv("MCPVISOR_TOKEN"))
+	configSet := false
+	fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
+	var hb *config.Host
+	if _, err := os.Stat(path); err == nil || configSet || addr == "" {
+		h, err := config.LoadHost(path)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: invalid configuration:\n%s\n", cmd, strings.TrimRight(err.Error(), "\n"))
+			return nil, ExitUsage
+		}
+		hb = h
+		token = cmp.Or(token, h.BearerToken)
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Do(req)
+	if addr != "" {
+		return []target{tcpTarget(addr, token)}, ExitOK
+	}
+	if ts := runningHosts(path, token); len(ts) > 0 {
+		return ts, ExitOK
+	}
+	return []target{tcpTarget(cmp.Or(hb.Listen, config.DefaultListen), token)}, ExitOK
+}
+
+// fetchStatus reads /status from t.
+func fetchStatus(t target) (*host.StatusReport, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := t.do(ctx, http.MethodGet, "/status")
 	if err != nil {
-		return nil, fmt.Errorf("no host answering at %s: %v (is `mcpvisor run` running with this config?)", addr, err)
+		return nil, fmt.Errorf("no host answering at %s: %v (is `mcpvisor run` running with this config?)", t.name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s", addr, resp.Status)
+		return nil, fmt.Errorf("%s answered %s%s", t.name, resp.Status, authHint(resp.StatusCode))
 	}
 	var doc host.StatusReport
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		return nil, fmt.Errorf("unreadable answer from %s: %v", addr, err)
+		return nil, fmt.Errorf("unreadable answer from %s: %v", t.name, err)
 	}
 	return &doc, nil
+}
+
+// authHint says what to do about a 401.
+func authHint(status int) string {
+	if status == http.StatusUnauthorized {
+		return " (pass the host's bearer token with -token or $MCPVISOR_TOKEN)"
+	}
+	return ""
+}
+
+// controlCmd is `revive NAME` and `restart NAME`: the action on every
+// running host serving the config.
+func controlCmd(action string, args []string, stdio IO) int {
+	fs, path, addr, token := newControlFlags(action, stdio)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stdio.Stderr, "usage: mcpvisor %s [-config FILE] [-addr HOST:PORT] [-token TOKEN] SERVER\n", action)
+		return ExitUsage
+	}
+	ts, code := findTargets(action, *path, *addr, *token, fs, stdio)
+	if ts == nil {
+		return code
+	}
+	code = ExitOK
+	for _, t := range ts {
+		ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+		resp, err := t.do(ctx, http.MethodPost, "/control/"+action+"?server="+url.QueryEscape(pos[0]))
+		if err != nil {
+			cancel()
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no host answering at %s: %v (is `mcpvisor run` running with this config?)\n", action, t.name, err)
+			code = ExitRuntime
+			continue
+		}
+		var res host.ControlResult
+		derr := json.NewDecoder(resp.Body).Decode(&res)
+		resp.Body.Close()
+		cancel()
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized:
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s answered %s%s\n", action, t.name, resp.Status, authHint(resp.StatusCode))
+			code = ExitRuntime
+		case derr != nil:
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: unreadable answer from %s (%s): %v\n", action, t.name, resp.Status, derr)
+			code = ExitRuntime
+		case res.Error != "":
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s: %s\n", action, t.name, res.Error)
+			code = ExitRuntime
+		default:
+			st := res.Server
+			fmt.Fprintf(stdio.Stdout, "%s: %s %s: %s (generation %d)\n", t.name, pos[0], pastTense(action), st.State, st.Generation)
+		}
+	}
+	return code
+}
+
+func pastTense(action string) string {
+	if action == "revive" {
+		return "revived"
+	}
+	return "restarted"
 }
 
 // printStatus prints the status table. LAST ERROR is the most recent of
@@ -611,7 +819,7 @@ func fetchStatus(addr, token string) (*host.StatusReport, error) {
 func printStatus(w io.Writer, doc *host.StatusReport) {
 	sort.SliceStable(doc.Servers, func(i, j int) bool { return doc.Servers[i].Name < doc.Servers[j].Name })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tGEN\tRETRIES\tBREAKER\tTOOLS\tCALLS\tERRORS\tLAST ERROR")
+	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tNEXT ATTEMPT\tGEN\tRETRIES\tBREAKER\tTOOLS\tCALLS\tERRORS\tLAST ERROR")
 	for _, s := range doc.Servers {
 		last := s.LastError
 		if s.LastCallError != "" && s.LastCallErrorAt.After(s.LastErrorAt) {
@@ -620,9 +828,39 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 		if s.Action != "" {
 			last = s.Action + ": " + last
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d of %d\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.State,
-			s.Since.Local().Format(time.TimeOnly), s.Generation, s.Retries, s.MaxRetries,
-			s.Breaker, s.Tools, s.Calls, s.Errors, last)
+		next := "-"
+		if !s.NextAttempt.IsZero() {
+			next = s.NextAttempt.Local().Format(time.TimeOnly)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d of %d\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.State,
+			s.Since.Local().Format(time.TimeOnly), next, s.Generation, s.Retries, s.MaxRetries,
+			s.Breaker, s.ExposedTools, s.Calls, s.Errors, last)
 	}
 	tw.Flush()
+}
+
+// parseArgs parses flags wherever they stand among the positional
+// arguments (`call TOOL '{…}' -config my.hcl` as well as `call -config
+// my.hcl TOOL '{…}'`) and returns the positional ones in order. After "--"
+// everything is positional.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for i, a := range args {
+		if a == "--" {
+			args, rest = args[:i], args[i+1:]
+			break
+		}
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
 }

@@ -33,6 +33,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host"
 )
 
 // controlTimeout bounds one request to a running host (a restart waits
@@ -163,4 +167,15 @@ func (t target) mcpClient() *http.Client {
 		base = http.DefaultTransport
 	}
 	return &http.Client{Transport: tokenTransport{base: base, token: t.token}}
+}
+
+// connect opens an MCP client session with t's /mcp endpoint.
+func (t target) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpvisor-cli", Version: host.Version}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: t.base + "/mcp", HTTPClient: t.mcpClient(), MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the running host (%s): %w", t.name, err)
+	}
+	return cs, nil
 }

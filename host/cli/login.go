@@ -20,14 +20,15 @@ const loginTimeout = 10 * time.Minute
 func loginCmd(args []string, stdio IO) int {
 	fs, path := newFlags("login", stdio)
 	noBrowser := fs.Bool("no-browser", false, "only print the URL; do not start a browser")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return ExitUsage
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fmt.Fprintln(stdio.Stderr, "usage: mcpvisor login [-config FILE] [-no-browser] NAME")
 		return ExitUsage
 	}
-	name := fs.Arg(0)
+	name := pos[0]
 	cfg, ok := loadConfig(*path, stdio)
 	if !ok {
 		return ExitUsage
@@ -56,14 +57,15 @@ func loginCmd(args []string, stdio IO) int {
 
 func logoutCmd(args []string, stdio IO) int {
 	fs, path := newFlags("logout", stdio)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return ExitUsage
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fmt.Fprintln(stdio.Stderr, "usage: mcpvisor logout [-config FILE] NAME")
 		return ExitUsage
 	}
-	name := fs.Arg(0)
+	name := pos[0]
 	cfg, ok := loadConfig(*path, stdio)
 	if !ok {
 		return ExitUsage
