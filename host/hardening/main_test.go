@@ -81,9 +81,10 @@ func echoBlock() string {
 	return fmt.Sprintf("server \"echo\" {\n  command = %s\n}\n", hclString(bins["echo"]))
 }
 
-// hostConfig is a whole config file: the host block on addr, then servers.
-func hostConfig(addr, servers string) string {
-	return fmt.Sprintf("host {\n  listen = %s\n  log_level = \"debug\"\n}\n\n%s", hclString(addr), servers)
+// hostConfig is a whole config file: the host block on addr (with extra
+// host attributes, one per line), then servers.
+func hostConfig(addr, hostAttrs, servers string) string {
+	return fmt.Sprintf("host {\n  listen = %s\n  log_level = \"debug\"\n%s}\n\n%s", hclString(addr), hostAttrs, servers)
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.
@@ -104,8 +105,14 @@ func freeAddr(t *testing.T) string {
 // retried with another.
 func startMcpvisor(t *testing.T, servers string) *mcpvisor {
 	t.Helper()
+	return startMcpvisorWith(t, "", servers)
+}
+
+// startMcpvisorWith is startMcpvisor with extra host block attributes.
+func startMcpvisorWith(t *testing.T, hostAttrs, servers string) *mcpvisor {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		mv, err := tryStartMcpvisor(t, servers)
+		mv, err := tryStartMcpvisor(t, hostAttrs, servers)
 		if err == nil {
 			return mv
 		}
@@ -117,10 +124,10 @@ func startMcpvisor(t *testing.T, servers string) *mcpvisor {
 	}
 }
 
-func tryStartMcpvisor(t *testing.T, servers string) (*mcpvisor, error) {
+func tryStartMcpvisor(t *testing.T, hostAttrs, servers string) (*mcpvisor, error) {
 	addr := freeAddr(t)
 	path := filepath.Join(t.TempDir(), "config.hcl")
-	if err := os.WriteFile(path, []byte(hostConfig(addr, servers)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(hostConfig(addr, hostAttrs, servers)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	mv := &mcpvisor{addr: addr, config: path, stderr: &testutil.Buffer{}, done: make(chan struct{})}

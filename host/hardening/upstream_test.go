@@ -304,7 +304,7 @@ func TestHostileUpstreamAnswerToInitialize(t *testing.T) {
 
 			before := mv.rssKB(t)
 			peak := mv.trackPeak(t)
-			cfg := hostConfig(mv.addr, echoBlock()+"\n"+badBlock(f))
+			cfg := hostConfig(mv.addr, "", echoBlock()+"\n"+badBlock(f))
 			if err := os.WriteFile(mv.config, []byte(cfg), 0o600); err != nil {
 				t.Fatal(err)
 			}
