@@ -1449,7 +1449,10 @@ func TestCallErrorsCarryTheirKind(t *testing.T) {
 	if code, k := kind(err); code != -32010 || k != "crashed" {
 		t.Errorf("crash: code %d kind %q, want -32010 crashed", code, k)
 	}
-	testutil.Eventually(t, 30*time.Second, "the respawned server", func() bool { return statusOf(t, h, "echo").State == "ready" })
+	testutil.Eventually(t, 30*time.Second, "the respawned server", func() bool {
+		st := statusOf(t, h, "echo")
+		return st.State == "ready" && st.Generation >= 2
+	})
 	syscall.Kill(statusOf(t, h, "echo").Pid, syscall.SIGKILL)
 	testutil.Eventually(t, 30*time.Second, "the server to park", func() bool { return statusOf(t, h, "echo").State == "parked" })
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "x"}})
