@@ -539,7 +539,12 @@ func TestServerForgetsSessions(t *testing.T) {
 			h.waitState("ready", 1)
 			for i := 0; i < 3; i++ {
 				up.Cmd.Process.Signal(syscall.SIGUSR1)
-				up.WaitLine(t, "forgot", 10*time.Second)
+				// This round's line: WaitLine would also find an earlier
+				// round's, and the server could then forget the session
+				// the call is about to reconnect to.
+				testutil.Eventually(t, 10*time.Second, "the server to forget its sessions", func() bool {
+					return up.CountLines("forgot") >= i+1
+				})
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				res, err := cp.call(ctx, h.sup, "echo", `{"text":"still here"}`)
 				cancel()
