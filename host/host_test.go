@@ -1460,3 +1460,51 @@ func TestCallErrorsCarryTheirKind(t *testing.T) {
 		t.Errorf("parked: code %d kind %q, want -32010 parked (%v)", code, k, err)
 	}
 }
+
+// `status -watch` redraws the table until interrupted, then exits 0.
+func TestStatusWatchRedrawsUntilInterrupted(t *testing.T) {
+	addr := freePort(t)
+	cfgPath := filepath.Join(t.TempDir(), "config.hcl")
+	src := fmt.Sprintf("host {\n  listen = %q\n}\nserver \"echo\" {\n  command = %q\n}\n", addr, bins["echo"])
+	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "XDG_RUNTIME_DIR="+t.TempDir())
+	run := exec.Command(bins["mcpvisor"], "run", "-config", cfgPath)
+	run.Env = env
+	run.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		run.Process.Signal(syscall.SIGTERM)
+		run.Wait()
+	}()
+	testutil.Eventually(t, 60*time.Second, "echo ready", func() bool {
+		resp, err := http.Get("http://" + addr + "/status")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `"state": "ready"`)
+	})
+
+	watch := exec.Command(bins["mcpvisor"], "status", "-watch", "-interval", "100ms", "-config", cfgPath)
+	watch.Env = env
+	var out testutil.Buffer
+	watch.Stdout = &out
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "three redraws", func() bool {
+		return strings.Count(out.String(), "SERVER") >= 3
+	})
+	watch.Process.Signal(os.Interrupt)
+	if err := watch.Wait(); err != nil {
+		t.Fatalf("status -watch after SIGINT: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "echo") || !strings.Contains(out.String(), "ready") {
+		t.Errorf("the table lacks the server:\n%s", out.String())
+	}
+}
