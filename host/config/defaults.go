@@ -8,6 +8,7 @@ func defaultHost() Host {
 		LogLevel:  "info",
 		LogFormat: "text",
 		Separator: DefaultSeparator,
+		Drain:     DefaultDrain,
 	}
 }
 
@@ -51,7 +52,8 @@ func defaultBreaker() Breaker {
 //     `prefix = ""` does. Set Prefix = Name to namespace a server's tools.
 //   - Transport is derived from Command, URL or Plugin when empty.
 //
-// Host.Listen stays as it is. Loading a file never needs ApplyDefaults.
+// Host.Listen stays as it is, and so does Host.Drain: zero is a choice
+// there (stop at once on SIGTERM). Loading a file never needs ApplyDefaults.
 func (c *Config) ApplyDefaults() {
 	if c == nil {
 		return
