@@ -83,7 +83,7 @@ func echoBlock() string {
 
 // hostConfig is a whole config file: the host block on addr, then servers.
 func hostConfig(addr, servers string) string {
-	return fmt.Sprintf("host {\n  listen = %s\n  log_level = \"debug\"\n}\n\n%s", hclString(addr), servers)
+	return fmt.Sprintf("host {\n  listen = %s\n  log_level = \"debug\"\n  drain = \"0s\"\n}\n\n%s", hclString(addr), servers)
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.
