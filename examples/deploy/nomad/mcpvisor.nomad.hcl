@@ -173,6 +173,7 @@ job "mcpvisor" {
               mode http
               log global
               option httplog
+              option http-no-delay
               timeout connect 2s
               timeout http-request 10s
               timeout client 10m
