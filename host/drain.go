@@ -13,12 +13,16 @@ package host
 //  1. marks the host draining: /readyz answers 503 with the reason
 //     "draining" at once, while /healthz (liveness) stays 200, so nothing
 //     restarts the process, and /mcp keeps serving;
-//  2. tells Serve to close each connection after its response (no more
-//     keep-alive), so clients that reach the replica directly, through a
-//     kube-proxy Service say, open a new connection and land elsewhere;
-//  3. keeps serving for the host block's drain period, while the load
+//  2. keeps serving for the host block's drain period, while the load
 //     balancers see /readyz fail and stop sending new requests;
-//  4. waits for the requests in flight to finish (at most drainCallGrace).
+//  3. waits for the requests in flight to finish (at most drainCallGrace).
+//
+// Connections stay keep-alive while draining. Closing each one after its
+// response (http.Server.SetKeepAlivesEnabled(false)) would move clients
+// that reach the replica directly sooner, but behind HAProxy it made a
+// client occasionally reuse a connection the proxy had just closed and
+// fail a POST with EOF (host/scaleout caught it); the load balancer in
+// front is the case that matters.
 //
 // Then the caller ends Serve's context (GET streams end, the listener
 // closes, stragglers get Serve's short grace) and calls Close, which ends
@@ -43,7 +47,7 @@ const drainCallGrace = 20 * time.Second
 // Drain takes the host out of its load balancers' rotation before it
 // stops, as `mcpvisor run` does on SIGTERM: /readyz answers 503 at once
 // (Readiness().Reason is "draining") while /healthz and /mcp keep serving,
-// Serve stops keeping connections alive, and Drain returns after the host
+// and Drain returns after the host
 // block's drain period once no HTTP request is in flight (waiting at most
 // 20 s more for them). ctx ends the wait early, and Drain then returns
 // ctx's error. Afterwards, end Serve's context and Close the host. Drain

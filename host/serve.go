@@ -198,8 +198,7 @@ func (h *Host) Readiness() Readiness {
 // Serve serves Handler on ln until ctx ends, then shuts down: requests in
 // flight get a short grace, and connections still open after it (clients'
 // GET streams) are closed. To leave a load balancer's rotation without
-// failing calls, call Drain before ending ctx; while the host drains,
-// Serve closes each connection after its response. It returns nil after a shutdown, or why serving
+// failing calls, call Drain before ending ctx. It returns nil after a shutdown, or why serving
 // failed. ln is closed either way.
 func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	// A client's standalone GET stream is a request that never ends: it
@@ -226,18 +225,6 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	// A draining host closes each connection after its response, so that
-	// a client reaching it directly reconnects and lands on a replica
-	// that stays (see drain.go).
-	served := make(chan struct{})
-	defer close(served)
-	go func() {
-		select {
-		case <-h.draining:
-			srv.SetKeepAlivesEnabled(false)
-		case <-served:
-		}
-	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
