@@ -57,7 +57,7 @@ run: build
 npm-tools:
 	bash .ci/npm-tools.sh $(NPM_DIR)
 
-# Debian tools the tests use (promtool, from the prometheus package).
+# Debian tools the tests use (promtool, from the prometheus package; haproxy).
 system-tools:
 	bash .ci/system-tools.sh
 

@@ -25,9 +25,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
@@ -59,6 +61,15 @@ var ErrUnknownTool = errors.New("unknown tool")
 type Host struct {
 	opts   options
 	logger hclog.Logger
+	// replica names this process among the replicas of a deployment.
+	replica string
+
+	// draining is closed by Drain; drainPeriod is the host block's drain.
+	draining    chan struct{}
+	drainOnce   sync.Once
+	drainPeriod time.Duration
+	// inFlight counts the HTTP requests being served, for Drain.
+	inFlight requestGauge
 
 	registry *registry.Registry
 	gateway  *gateway.Gateway
@@ -106,9 +117,13 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	h := &Host{opts: o, logger: o.logger}
+	replica := replicaName(cfg.Host.Replica)
+	// Every line the host and its servers log names the replica, so that
+	// the logs of several replicas can be merged and still be told apart.
+	o.logger = o.logger.With("replica", replica)
+	h := &Host{opts: o, logger: o.logger, replica: replica, draining: make(chan struct{}), drainPeriod: cfg.Host.Drain}
 	if a := cfg.Host.Audit; a != nil {
-		log, err := audit.Open(a.Path, a.IncludeArguments)
+		log, err := audit.Open(a.Path, a.IncludeArguments, replica)
 		if err != nil {
 			return nil, err
 		}
@@ -121,6 +136,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		TracerProvider: o.tracer,
 		Audit:          h.audit,
 		Logger:         o.logger.Named("audit"),
+		Replica:        replica,
 	})
 
 	sep := cfg.Host.Separator
@@ -338,6 +354,23 @@ func stopAll(ctx context.Context, sups map[string]*upstream.Supervisor, names []
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// Replica is the name this process goes by among the replicas of one
+// deployment: the host block's replica, else the hostname. It labels the
+// host's log lines, /status, every metric and every audit line.
+func (h *Host) Replica() string { return h.replica }
+
+// replicaName is the configured replica name, else the hostname, else
+// "mcpvisor" on a machine that has none.
+func replicaName(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	if name, err := os.Hostname(); err == nil && name != "" {
+		return name
+	}
+	return "mcpvisor"
 }
 
 // Config returns the configuration the host runs (the latest reloaded one).

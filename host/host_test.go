@@ -965,10 +965,15 @@ func testHTTPRefusals(t *testing.T, link downstreamLink) {
 }
 
 // `run --stdio` with its stdin still open (the client is idle) shuts down
-// on SIGTERM at once, exits 0 and leaves no server process behind.
+// on SIGTERM at once, exits 0 and leaves no server process behind. With no
+// HTTP listener there is nothing to drain: a drain of an hour is not
+// waited for.
 func TestRunStdioSIGTERMWhileIdle(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "config.hcl")
-	src := fmt.Sprintf(`server "echo" {
+	src := fmt.Sprintf(`host {
+  drain = "1h"
+}
+server "echo" {
   command = %q
 }
 `, bins["echo"])
@@ -1091,7 +1096,9 @@ func TestSSEUpstreamServesAndReconnects(t *testing.T) {
 func TestRunSIGTERMWithIdleHTTPClients(t *testing.T) {
 	addr := freePort(t)
 	cfgPath := filepath.Join(t.TempDir(), "config.hcl")
-	src := fmt.Sprintf("host {\n  listen = %q\n}\nserver \"echo\" {\n  command = %q\n}\n", addr, bins["echo"])
+	// No drain: this is about the streams, not the load balancer's wait
+	// (TestRunSIGTERMDrains).
+	src := fmt.Sprintf("host {\n  listen = %q\n  drain = \"0s\"\n}\nserver \"echo\" {\n  command = %q\n}\n", addr, bins["echo"])
 	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -518,11 +518,15 @@ server "echo" {
 	srv := httptest.NewServer(h.Handler())
 	defer srv.Close()
 	for _, path := range []string{"/metrics", "/readyz"} {
+		noToken := http.StatusUnauthorized
+		if path == "/readyz" {
+			noToken = http.StatusOK // a probe; see TestProbesWithoutToken
+		}
 		for _, tc := range []struct {
 			token, host string
 			want        int
 		}{
-			{"", "", http.StatusUnauthorized},
+			{"", "", noToken},
 			{"wrong", "", http.StatusUnauthorized},
 			{"t0ken", "evil.example", http.StatusForbidden},
 			{"t0ken", "", http.StatusOK},

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
@@ -51,6 +52,10 @@ const (
 type StatusReport struct {
 	// Version is mcpvisor's version.
 	Version string `json:"version"`
+	// Replica is the host's replica name (Host.Replica).
+	Replica string `json:"replica"`
+	// Draining is set once Drain has begun: the host is leaving rotation.
+	Draining bool `json:"draining,omitempty"`
 	// Servers are the servers' states, in config order.
 	Servers []ServerStatus `json:"servers"`
 }
@@ -62,7 +67,9 @@ type StatusReport struct {
 // that reached a loopback address must name a loopback Host (DNS
 // rebinding), a browser's Origin must be loopback, and the host block's
 // bearer token is required when set — and then the middlewares of
-// WithMiddleware.
+// WithMiddleware. The one exception to the token: a GET of /healthz or
+// /readyz without an Authorization header (an orchestrator's probe) gets
+// the status code and a body without details, and skips the middlewares.
 func (h *Host) Handler() http.Handler {
 	h.handlerOnce.Do(func() {
 		mux := http.NewServeMux()
@@ -71,7 +78,7 @@ func (h *Host) Handler() http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
-			enc.Encode(StatusReport{Version: Version, Servers: h.Status()})
+			enc.Encode(StatusReport{Version: Version, Replica: h.replica, Draining: h.Draining(), Servers: h.Status()})
 		})
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "ok\n")
@@ -91,7 +98,11 @@ func (h *Host) Handler() http.Handler {
 		})
 		if c := h.Collector(); c != nil {
 			reg := prometheus.NewRegistry()
-			reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			reg.MustRegister(c)
+			// mcpvisor's own metrics carry the replica label already; the
+			// runtime's get it here, so every series names its replica.
+			prometheus.WrapRegistererWith(prometheus.Labels{telemetry.ReplicaLabel: h.replica}, reg).MustRegister(
+				collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 				ErrorLog: h.logger.Named("metrics").StandardLogger(nil),
 			}))
@@ -100,16 +111,43 @@ func (h *Host) Handler() http.Handler {
 		for i := len(h.opts.middleware) - 1; i >= 0; i-- {
 			next = h.opts.middleware[i](next)
 		}
-		h.handler = newIngress(h.servers.Load().cfg.Host.BearerToken, h.logger.Named("http"), next)
+		in := newIngress(h.servers.Load().cfg.Host.BearerToken, h.logger.Named("http"), next)
+		in.probes = http.HandlerFunc(h.serveProbe)
+		h.handler = h.inFlight.counted(in)
 	})
 	return h.handler
 }
 
+// serveProbe answers /healthz and /readyz for an orchestrator's probe that
+// sends no token: the status code, and a body that names no server, error
+// or replica (those are for callers with the token).
+func (h *Host) serveProbe(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	if r.URL.Path == "/healthz" {
+		io.WriteString(w, "ok\n")
+		return
+	}
+	rep := h.Readiness()
+	w.Header().Set("Content-Type", "application/json")
+	if !rep.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	json.NewEncoder(w).Encode(struct {
+		Ready    bool `json:"ready"`
+		Draining bool `json:"draining,omitempty"`
+	}{rep.Ready, rep.Draining})
+}
+
 // Readiness is what GET /readyz answers.
 type Readiness struct {
-	// Ready is false while a server with required = true is not ready, or
-	// while no server is ready at all (a host with no servers is ready).
+	// Ready is false while the host drains (Drain), while a server with
+	// required = true is not ready, or while no server is ready at all (a
+	// host with no servers is ready).
 	Ready bool `json:"ready"`
+	// Replica is the host's replica name (Host.Replica).
+	Replica string `json:"replica"`
+	// Draining is set once Drain has begun; Reason is then "draining".
+	Draining bool `json:"draining,omitempty"`
 	// Reason says why the host is not ready.
 	Reason string `json:"reason,omitempty"`
 	// NotReady lists every server that is not ready, required or not.
@@ -125,15 +163,15 @@ type NotReadyServer struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
-// Readiness reports whether the host should receive traffic: every
-// required server ready, and at least one server ready.
+// Readiness reports whether the host should receive traffic: not
+// draining, every required server ready, and at least one server ready.
 func (h *Host) Readiness() Readiness {
 	set := h.servers.Load()
 	required := map[string]bool{}
 	for _, srv := range set.cfg.Servers {
 		required[srv.Name] = srv.Required
 	}
-	rep := Readiness{Ready: true}
+	rep := Readiness{Ready: true, Replica: h.replica}
 	var missing []string
 	ready := 0
 	for _, name := range set.order {
@@ -148,6 +186,10 @@ func (h *Host) Readiness() Readiness {
 		}
 	}
 	switch {
+	case h.Draining():
+		rep.Ready = false
+		rep.Draining = true
+		rep.Reason = "draining"
 	case len(missing) > 0:
 		rep.Ready = false
 		rep.Reason = "required server(s) not ready: " + strings.Join(missing, ", ")
@@ -252,7 +294,8 @@ const statelessProtocolVersion = "2026-07-28"
 
 // Serve serves Handler on ln until ctx ends, then shuts down: requests in
 // flight get a short grace, and connections still open after it (clients'
-// GET streams) are closed. It returns nil after a shutdown, or why serving
+// GET streams) are closed. To leave a load balancer's rotation without
+// failing calls, call Drain before ending ctx. It returns nil after a shutdown, or why serving
 // failed. ln is closed either way.
 func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	// A client's standalone GET stream is a request that never ends: it
@@ -313,7 +356,11 @@ func (h *Host) ServeTransport(ctx context.Context, t mcp.Transport) error {
 // ingress is the check every HTTP request passes before any endpoint sees
 // it.
 type ingress struct {
-	next      http.Handler
+	next http.Handler
+	// probes answers GET /healthz and /readyz without a token: Kubernetes
+	// and Nomad probes cannot send a secret header, and orchestrators
+	// need the status code, not the details.
+	probes    http.Handler
 	logger    interface{ Warn(string, ...any) }
 	needToken bool
 	wantToken [32]byte // SHA-256 of the token: compared in constant time
@@ -339,6 +386,10 @@ func (in *ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if in.needToken {
+		if in.probes != nil && isProbe(r) {
+			in.probes.ServeHTTP(w, r)
+			return
+		}
 		got, ok := bearerToken(r.Header.Get("Authorization"))
 		sum := sha256.Sum256([]byte(got))
 		if subtle.ConstantTimeCompare(sum[:], in.wantToken[:]) != 1 || !ok {
@@ -348,6 +399,15 @@ func (in *ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	in.next.ServeHTTP(w, r)
+}
+
+// isProbe reports whether r is a health probe that sends no credentials:
+// a GET or HEAD of /healthz or /readyz without an Authorization header. A
+// request with a wrong token is refused like any other.
+func isProbe(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		(r.URL.Path == "/healthz" || r.URL.Path == "/readyz") &&
+		r.Header.Get("Authorization") == ""
 }
 
 // loopbackHost reports whether a host or host:port names the loopback

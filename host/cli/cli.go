@@ -292,6 +292,11 @@ func runCmd(args []string, stdio IO) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGTERM (an orchestrator stopping the replica) drains first; SIGINT
+	// (a person at a terminal) does not.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	defer signal.Stop(term)
 	// Taken before anything is served: SIGHUP's default action would kill
 	// the process if a reload request arrived before the handler existed.
 	hup := make(chan os.Signal, 1)
@@ -320,6 +325,7 @@ func runCmd(args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: %v\n", err)
 		return ExitUsage
 	}
+	logger = logger.With("replica", h.Replica())
 
 	// Bind before starting servers so a taken port fails fast and clearly.
 	var ln net.Listener
@@ -417,6 +423,15 @@ wait:
 	}
 	stop()
 
+	if len(term) > 0 && ln != nil {
+		// Leave the load balancers' rotation before stopping; a second
+		// SIGTERM or SIGINT cuts the drain short.
+		dctx, dstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		if err := h.Drain(dctx); err != nil {
+			logger.Warn("drain cut short by a second signal")
+		}
+		dstop()
+	}
 	stopServing()
 	<-httpDone
 	<-ctlDone

@@ -57,6 +57,11 @@ const (
 
 	// DefaultMaxSessions bounds the downstream HTTP sessions open at once.
 	DefaultMaxSessions = 10000
+
+	// DefaultDrain is how long `mcpvisor run` keeps serving after SIGTERM
+	// with /readyz answering 503: long enough for a load balancer checking
+	// readiness every second or two to take the replica out of rotation.
+	DefaultDrain = 5 * time.Second
 )
 
 // Transport names a server block's transport.
@@ -123,6 +128,18 @@ type Host struct {
 	// session past it is refused with HTTP 503. Zero means
 	// DefaultMaxSessions.
 	MaxSessions int
+
+	// Replica names this process among the replicas of one deployment; it
+	// labels the log, /status, every metric and every audit line. Empty
+	// means the machine's hostname (on Kubernetes, the pod's name).
+	Replica string
+
+	// Drain is how long `mcpvisor run` keeps serving after SIGTERM while
+	// /readyz answers 503, so that load balancers and orchestrators take
+	// the replica out of rotation before it stops; then it finishes the
+	// calls in flight and stops. Zero stops at once. Load sets
+	// DefaultDrain when the attribute is unset; ApplyDefaults leaves it.
+	Drain time.Duration
 }
 
 // Audit is the `audit { … }` block inside the host block: a JSON-lines

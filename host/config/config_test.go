@@ -20,7 +20,7 @@ var ignoreRanges = cmpopts.IgnoreFields(config.Server{}, "DeclRange")
 
 // defaultHost is the host block's value when the file has none.
 func defaultHost() config.Host {
-	return config.Host{LogLevel: "info", LogFormat: "text", Separator: "__", SessionIdleTimeout: 30 * time.Minute, MaxSessions: 10000}
+	return config.Host{LogLevel: "info", LogFormat: "text", Separator: "__", SessionIdleTimeout: 30 * time.Minute, MaxSessions: 10000, Drain: 5 * time.Second}
 }
 
 // defaultServer is a server named name with every default applied.
@@ -47,6 +47,8 @@ const fullExample = `host {
   log_level  = "debug"
   log_format = "json"
   separator  = "."
+  replica    = "mcpvisor-0"
+  drain      = "0s"
   auth { bearer_token = env("MCPVISOR_TEST_TOKEN") }
 }
 
@@ -226,6 +228,7 @@ server "svc" {
 					Separator:          ".",
 					SessionIdleTimeout: 30 * time.Minute,
 					MaxSessions:        10000,
+					Replica:            "mcpvisor-0",
 				},
 				Servers: []*config.Server{
 					{
@@ -540,6 +543,7 @@ func TestValidateGoBuilt(t *testing.T) {
 				return s
 			}(),
 		}, Host: defaultHost()}
+		want.Host.Drain = 0 // zero is a choice there: stop at once
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("ApplyDefaults mismatch (-want +got):\n%s", diff)
 		}

@@ -10,6 +10,7 @@ func defaultHost() Host {
 		Separator:          DefaultSeparator,
 		SessionIdleTimeout: DefaultSessionIdleTimeout,
 		MaxSessions:        DefaultMaxSessions,
+		Drain:              DefaultDrain,
 	}
 }
 
@@ -53,7 +54,8 @@ func defaultBreaker() Breaker {
 //     `prefix = ""` does. Set Prefix = Name to namespace a server's tools.
 //   - Transport is derived from Command, URL or Plugin when empty.
 //
-// Host.Listen stays as it is. Loading a file never needs ApplyDefaults.
+// Host.Listen stays as it is, and so does Host.Drain: zero is a choice
+// there (stop at once on SIGTERM). Loading a file never needs ApplyDefaults.
 func (c *Config) ApplyDefaults() {
 	if c == nil {
 		return

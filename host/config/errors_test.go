@@ -302,6 +302,24 @@ server "fs" {
   log_format = "yaml"
 }
 `, `log_format in the host block is "yaml"`},
+	{"drain_negative", `host {
+  drain = "-5s"
+}
+`, `drain in the host block is -5s; it must be zero`},
+	{"drain_invalid", `host {
+  drain = "5"
+}
+`, `drain in the host block is "5", which is not a duration`},
+	{"replica_empty", `host {
+  replica = ""
+}
+`, `replica in the host block is "": it is empty`},
+	{"replica_with_space", `host {
+  replica = "web 1"
+}
+`, `replica in the host block is "web 1": it contains a space`},
+	{"drain_at_top_level", `drain = "10s"
+`, `"drain" belongs in the host block.`},
 	{"separator_invalid", `host {
   separator = "::"
 }

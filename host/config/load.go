@@ -186,6 +186,14 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		h.MaxSessions = v
 		at("max_sessions", rh.MaxSessions)
 	}
+	if v, ok := d.str(rh.Replica, "replica"); ok {
+		h.Replica = v
+		at("replica", rh.Replica)
+	}
+	if v, ok := d.duration(rh.Drain, "drain", "the host block"); ok {
+		h.Drain = v
+		at("drain", rh.Drain)
+	}
 	if ra := rh.Audit; ra != nil {
 		d.src.host["audit"] = ra.DefRange
 		a := &Audit{}

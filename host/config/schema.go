@@ -28,6 +28,8 @@ type hostSchema struct {
 	LogLevel  hcl.Expression `hcl:"log_level,optional"`
 	LogFormat hcl.Expression `hcl:"log_format,optional"`
 	Separator hcl.Expression `hcl:"separator,optional"`
+	Replica   hcl.Expression `hcl:"replica,optional"`
+	Drain     hcl.Expression `hcl:"drain,optional"`
 
 	SessionIdleTimeout hcl.Expression `hcl:"session_idle_timeout,optional"`
 	MaxSessions        hcl.Expression `hcl:"max_sessions,optional"`

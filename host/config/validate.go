@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -175,6 +177,16 @@ func (k *checker) host(h *Host) {
 		k.errorf(k.hostAt("max_sessions"), "Invalid max_sessions",
 			"max_sessions in the host block is %d; it must be 1 or more, such as the default %d.", h.MaxSessions, DefaultMaxSessions)
 	}
+	if !k.unset("replica", h.Replica) {
+		if err := checkReplica(h.Replica); err != "" {
+			k.errorf(k.hostAt("replica"), "Invalid replica",
+				"replica in the host block is %q: %s. Use a short name without spaces, such as the pod or allocation name (env(\"HOSTNAME\") on Kubernetes, env(\"NOMAD_ALLOC_NAME\") on Nomad), or remove it to use the hostname.", h.Replica, err)
+		}
+	}
+	if h.Drain < 0 {
+		k.errorf(k.hostAt("drain"), "Invalid drain",
+			"drain in the host block is %s; it must be zero (stop at once on SIGTERM) or more, such as \"5s\". Set it a little longer than your load balancer takes to see /readyz fail.", h.Drain)
+	}
 	if h.Audit != nil && h.Audit.Path == "" && k.hostAt("audit") == nil {
 		k.errorf(nil, "Empty audit path",
 			"Host.Audit is set but its Path is empty; set the file to append audit lines to, or leave Audit nil.")
@@ -192,6 +204,23 @@ func (k *checker) host(h *Host) {
 		k.errorf(k.hostAt("listen"), "Non-loopback listen address without a bearer token",
 			"listen in the host block is %q, which accepts connections from other machines, and anyone who reaches it could call every tool of every server. Add auth { bearer_token = env(\"MCPVISOR_TOKEN\") } to the host block so that clients must send \"Authorization: Bearer <token>\", or listen on a loopback address such as \"127.0.0.1:8811\".", h.Listen)
 	}
+}
+
+// maxReplicaLen bounds a replica name: it is a label on every metric
+// series and a field of every log and audit line.
+const maxReplicaLen = 128
+
+// checkReplica says what is wrong with a replica name, or "".
+func checkReplica(r string) string {
+	switch {
+	case r == "":
+		return "it is empty"
+	case len(r) > maxReplicaLen:
+		return fmt.Sprintf("it is %d bytes long, more than %d", len(r), maxReplicaLen)
+	case strings.IndexFunc(r, func(c rune) bool { return unicode.IsSpace(c) || unicode.IsControl(c) || c == utf8.RuneError }) >= 0:
+		return "it contains a space, a control character or invalid UTF-8"
+	}
+	return ""
 }
 
 // nameChars are the characters an exposed tool name may contain.

@@ -181,7 +181,7 @@ func startMcpvisor(t *testing.T, attrs, readyTool string) string {
 	bin := requireMcpvisor(t)
 	addr := freeAddr(t)
 	cfg := filepath.Join(t.TempDir(), "mcpvisor.hcl")
-	config := fmt.Sprintf("host {\n  listen = %s\n}\n\nserver \"upstream\" {\n  %s\n  prefix  = \"\"\n}\n",
+	config := fmt.Sprintf("host {\n  listen = %s\n  drain  = \"0s\"\n}\n\nserver \"upstream\" {\n  %s\n  prefix  = \"\"\n}\n",
 		strconv.Quote(addr), attrs)
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)

@@ -81,10 +81,10 @@ func echoBlock() string {
 	return fmt.Sprintf("server \"echo\" {\n  command = %s\n}\n", hclString(bins["echo"]))
 }
 
-// hostConfig is a whole config file: the host block on addr (with extra
-// host attributes, one per line), then servers.
+// hostConfig is a whole config file: the host block on addr (no drain, and
+// extra host attributes, one per line), then servers.
 func hostConfig(addr, hostAttrs, servers string) string {
-	return fmt.Sprintf("host {\n  listen = %s\n  log_level = \"debug\"\n%s}\n\n%s", hclString(addr), hostAttrs, servers)
+	return fmt.Sprintf("host {\n  listen = %s\n  log_level = \"debug\"\n  drain = \"0s\"\n%s}\n\n%s", hclString(addr), hostAttrs, servers)
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.

@@ -30,6 +30,7 @@ const fileMode = 0o600
 type Log struct {
 	path        string
 	includeArgs bool
+	replica     string
 
 	mu sync.Mutex
 	f  *os.File
@@ -37,13 +38,14 @@ type Log struct {
 
 // Open opens (creating it 0600 if needed) the audit log at path for
 // appending. With includeArgs, arguments and results are written too
-// (secrets redacted).
-func Open(path string, includeArgs bool) (*Log, error) {
+// (secrets redacted). replica, when not empty, names the process in every
+// line, so that the logs of several replicas can be merged.
+func Open(path string, includeArgs bool, replica string) (*Log, error) {
 	f, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return &Log{path: path, includeArgs: includeArgs, f: f}, nil
+	return &Log{path: path, includeArgs: includeArgs, replica: replica, f: f}, nil
 }
 
 func openFile(path string) (*os.File, error) {
@@ -90,6 +92,8 @@ func (l *Log) Close() error {
 type Line struct {
 	// Time is when the call started (UTC).
 	Time time.Time `json:"time"`
+	// Replica is the host block's replica: which process answered.
+	Replica string `json:"replica,omitempty"`
 	// Session is the downstream MCP session id ("" for stdio and library
 	// calls); Client is the name the downstream client gave in initialize.
 	Session string `json:"session,omitempty"`
@@ -134,6 +138,7 @@ type Payload struct {
 func (l *Log) Record(c *upstream.Call, traceID string) error {
 	line := Line{
 		Time:       c.Start.UTC(),
+		Replica:    l.replica,
 		Server:     c.Server,
 		Method:     c.Method,
 		DurationMS: float64(c.Duration.Microseconds()) / 1000,

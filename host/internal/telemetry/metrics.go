@@ -20,6 +20,10 @@ const (
 	// can create: a catalog is the upstream's to choose, and every
 	// distinct value is a series kept for the life of the process.
 	maxNamesPerServer = 500
+
+	// ReplicaLabel is the constant label naming the replica on every
+	// metric (the host block's replica).
+	ReplicaLabel = "replica"
 )
 
 // states and breakerStates are every value the state gauges report, so
@@ -62,58 +66,72 @@ type nameSet map[string]struct{}
 
 // newMetrics returns the collector. status lists the servers for the state
 // gauges and sessions counts the open downstream sessions; either may be
-// nil.
-func newMetrics(status func() []upstream.Status, sessions func() int) *Metrics {
+// nil. A replica that is not empty is a constant label on every metric.
+func newMetrics(status func() []upstream.Status, sessions func() int, replica string) *Metrics {
+	var constLabels prometheus.Labels
+	if replica != "" {
+		constLabels = prometheus.Labels{ReplicaLabel: replica}
+	}
 	m := &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpvisor_calls_total",
-			Help: "Operations forwarded upstream (tools/call, resources/read, prompts/get) by server, method, tool or prompt, and outcome.",
+			Name:        "mcpvisor_calls_total",
+			ConstLabels: constLabels,
+			Help:        "Operations forwarded upstream (tools/call, resources/read, prompts/get) by server, method, tool or prompt, and outcome.",
 		}, []string{"server", "method", "tool", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcpvisor_call_duration_seconds",
-			Help:    "Time from receiving an operation to its answer, waits for a session and retries included.",
-			Buckets: callDurationBuckets,
+			Name:        "mcpvisor_call_duration_seconds",
+			ConstLabels: constLabels,
+			Help:        "Time from receiving an operation to its answer, waits for a session and retries included.",
+			Buckets:     callDurationBuckets,
 		}, []string{"server", "method"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "mcpvisor_calls_in_flight",
-			Help: "Operations currently being forwarded upstream.",
+			Name:        "mcpvisor_calls_in_flight",
+			ConstLabels: constLabels,
+			Help:        "Operations currently being forwarded upstream.",
 		}, []string{"server"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpvisor_call_retries_total",
-			Help: "Operations sent a second time on a new session, by why the first attempt failed (session_gone, auth, process_died, transport).",
+			Name:        "mcpvisor_call_retries_total",
+			ConstLabels: constLabels,
+			Help:        "Operations sent a second time on a new session, by why the first attempt failed (session_gone, auth, process_died, transport).",
 		}, []string{"server", "reason"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpvisor_server_restarts_total",
-			Help: "Sessions established after the server's first one: a respawned process or a reconnected link.",
+			Name:        "mcpvisor_server_restarts_total",
+			ConstLabels: constLabels,
+			Help:        "Sessions established after the server's first one: a respawned process or a reconnected link.",
 		}, []string{"server"}),
 		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpvisor_server_parks_total",
-			Help: "Times the server was parked after spending its retry budget.",
+			Name:        "mcpvisor_server_parks_total",
+			ConstLabels: constLabels,
+			Help:        "Times the server was parked after spending its retry budget.",
 		}, []string{"server"}),
 		revivals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpvisor_server_revivals_total",
-			Help: "Times a parked server left park to try again (a probe call, Revive, or its parked_retry timer).",
+			Name:        "mcpvisor_server_revivals_total",
+			ConstLabels: constLabels,
+			Help:        "Times a parked server left park to try again (a probe call, Revive, or its parked_retry timer).",
 		}, []string{"server"}),
 		reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpvisor_server_reconnect_attempts_total",
-			Help: "Connect attempts after the server's first, by result (success, failure).",
+			Name:        "mcpvisor_server_reconnect_attempts_total",
+			ConstLabels: constLabels,
+			Help:        "Connect attempts after the server's first, by result (success, failure).",
 		}, []string{"server", "result"}),
 		breaker: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpvisor_breaker_transitions_total",
-			Help: "Circuit breaker transitions, by the state left and the state entered.",
+			Name:        "mcpvisor_breaker_transitions_total",
+			ConstLabels: constLabels,
+			Help:        "Circuit breaker transitions, by the state left and the state entered.",
 		}, []string{"server", "from", "to"}),
 		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpvisor_notifications_total",
-			Help: "Upstream notifications (progress, log, resource_updated) forwarded to downstream clients or dropped.",
+			Name:        "mcpvisor_notifications_total",
+			ConstLabels: constLabels,
+			Help:        "Upstream notifications (progress, log, resource_updated) forwarded to downstream clients or dropped.",
 		}, []string{"server", "kind", "result"}),
 		stateDesc: prometheus.NewDesc("mcpvisor_server_state",
-			"1 for the state the server is in, 0 for the others.", []string{"server", "state"}, nil),
+			"1 for the state the server is in, 0 for the others.", []string{"server", "state"}, constLabels),
 		breakerDesc: prometheus.NewDesc("mcpvisor_breaker_state",
-			"1 for the state the server's circuit breaker is in, 0 for the others.", []string{"server", "state"}, nil),
+			"1 for the state the server's circuit breaker is in, 0 for the others.", []string{"server", "state"}, constLabels),
 		generationDesc: prometheus.NewDesc("mcpvisor_server_generation",
-			"Successful connects of the server so far; each is a new session.", []string{"server"}, nil),
+			"Successful connects of the server so far; each is a new session.", []string{"server"}, constLabels),
 		sessionsDesc: prometheus.NewDesc("mcpvisor_downstream_sessions",
-			"Downstream MCP sessions open (HTTP and stdio).", nil, nil),
+			"Downstream MCP sessions open (HTTP and stdio).", nil, constLabels),
 		status:   status,
 		sessions: sessions,
 	}

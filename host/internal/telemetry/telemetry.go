@@ -36,6 +36,9 @@ type Options struct {
 	Audit *audit.Log
 	// Logger receives audit write failures.
 	Logger hclog.Logger
+	// Replica, when not empty, is a constant "replica" label on every
+	// metric, so that the series of several replicas stay apart.
+	Replica string
 }
 
 // Observer implements upstream.Observer for one host.
@@ -62,7 +65,7 @@ func New(opts Options) *Observer {
 		o.logger = hclog.NewNullLogger()
 	}
 	if opts.Metrics {
-		o.metrics = newMetrics(opts.Status, opts.Sessions)
+		o.metrics = newMetrics(opts.Status, opts.Sessions, opts.Replica)
 	}
 	if opts.TracerProvider != nil {
 		o.tracer = newTracer(opts.TracerProvider)
