@@ -417,6 +417,10 @@ func (h *Host) Collector() prometheus.Collector {
 	return h.telemetry.Collector()
 }
 
+// Sessions is how many downstream sessions are open (HTTP sessions, stdio
+// and other transports served with ServeTransport).
+func (h *Host) Sessions() int { return h.gateway.Sessions() }
+
 // Revive asks the named server to try connecting now: a parked server
 // starts again with a fresh retry budget, and one waiting out its reconnect
 // backoff skips the rest of the wait. It returns at once; Status shows the

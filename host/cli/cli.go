@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
@@ -387,6 +388,7 @@ func runCmd(args []string, stdio IO) int {
 	} else {
 		close(ctlDone)
 	}
+	go returnMemoryAfterSessions(serveCtx, h, logger)
 	stdioDone := make(chan struct{})
 	if *stdioMode {
 		go func() {
@@ -442,6 +444,40 @@ wait:
 		code = ExitRuntime
 	}
 	return code
+}
+
+const (
+	// sessionsCheckEvery is how often `run` looks whether many downstream
+	// sessions have closed since the last look.
+	sessionsCheckEvery = time.Second
+	// sessionsFreedThreshold is how many sessions must have closed for
+	// `run` to hand their memory back to the OS at once.
+	sessionsFreedThreshold = 1000
+)
+
+// returnMemoryAfterSessions gives the memory of many closed downstream
+// sessions (a burst of clients, abandoned sessions reaped after
+// session_idle_timeout) back to the OS at once. Go's runtime would return
+// it only minutes later, and until then the process looks as big as at
+// the burst's peak to an operator or an OOM killer.
+func returnMemoryAfterSessions(ctx context.Context, h *host.Host, logger hclog.Logger) {
+	t := time.NewTicker(sessionsCheckEvery)
+	defer t.Stop()
+	peak := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n := h.Sessions()
+		peak = max(peak, n)
+		if peak-n >= sessionsFreedThreshold {
+			logger.Debug("returning the memory of closed sessions to the OS", "closed", peak-n, "open", n)
+			debug.FreeOSMemory()
+			peak = n
+		}
+	}
 }
 
 // reload re-reads the configuration on SIGHUP. An invalid file changes

@@ -12,15 +12,22 @@ import (
 	"time"
 )
 
-// abandonedSessions is how many sessions a client opens and never closes.
-const abandonedSessions = 2000
+// abandonedSessions is how many sessions a client opens and never closes:
+// the default max_sessions.
+const abandonedSessions = 10000
+
+// reclaimedRSSBudget bounds mcpvisor's RSS once the abandoned sessions are
+// closed, over its RSS before they were opened.
+const reclaimedRSSBudget = 30 * mb
 
 // TestAbandonedSessionsAreCappedAndReaped: a client that opens sessions
 // (initialize) and never DELETEs them is held to max_sessions — the next
 // one gets 503 — and the sessions close after session_idle_timeout, after
-// which new sessions are served again.
+// which new sessions are served again and mcpvisor's memory is back near
+// where it started.
 func TestAbandonedSessionsAreCappedAndReaped(t *testing.T) {
-	mv := startMcpvisorWith(t, fmt.Sprintf("  max_sessions = %d\n  session_idle_timeout = \"3s\"\n", abandonedSessions), echoBlock())
+	mv := startMcpvisorWith(t, fmt.Sprintf("  max_sessions = %d\n  session_idle_timeout = \"15s\"\n", abandonedSessions), echoBlock())
+	before := mv.rssKB(t)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}, Timeout: 30 * time.Second}
 	defer hc.CloseIdleConnections()
 	initialize := func() (int, error) {
@@ -80,12 +87,22 @@ func TestAbandonedSessionsAreCappedAndReaped(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for openSessions(t, mv.addr) > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d abandoned sessions still open 60s after their idle timeout of 3s", openSessions(t, mv.addr))
+			t.Fatalf("%d abandoned sessions still open 60s after their idle timeout of 15s", openSessions(t, mv.addr))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	if code, err := initialize(); err != nil || code != http.StatusOK {
 		t.Fatalf("a new session after the idle ones were closed: status %d (%v)", code, err)
+	}
+	var now int64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		if now = mv.rssKB(t); now-before <= reclaimedRSSBudget || time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("RSS %d MB before, %d MB after the sessions were closed", before>>10, now>>10)
+	if now-before > reclaimedRSSBudget {
+		t.Errorf("RSS grew by %d MB after %d sessions were opened and closed, want at most %d MB", (now-before)>>10, abandonedSessions, reclaimedRSSBudget>>10)
 	}
 }
 
