@@ -31,10 +31,13 @@ type lineTransport struct {
 	r     io.ReadCloser
 	w     io.WriteCloser
 	stray func(line []byte) // nil: a stray line is an error
+	// answerInvalid: an undecodable line is answered with a parse error
+	// and skipped (a client's pipes; see NewClientLineTransport).
+	answerInvalid bool
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1), stray: t.stray}, nil
+	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1), stray: t.stray, answerInvalid: t.answerInvalid}, nil
 }
 
 // ErrWriteTimeout is wrapped by the error of a write that could not finish
@@ -54,6 +57,8 @@ type lineConn struct {
 	rc    io.Closer
 	queue []jsonrpc.Message // the rest of a batch
 	stray func(line []byte)
+	// answerInvalid: see lineTransport.
+	answerInvalid bool
 
 	// wsem serialises writes; unlike a mutex, waiting for it is bounded by
 	// the writer's context.
@@ -84,7 +89,7 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if line[0] == '[' {
 			var batch []json.RawMessage
 			if err := json.Unmarshal(line, &batch); err != nil {
-				if c.skip(line) {
+				if c.skip(line) || c.answerParseError(ctx, err) {
 					continue
 				}
 				return nil, fmt.Errorf("unmarshaling jsonrpc batch: %w", err)
@@ -92,6 +97,9 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			for _, raw := range batch {
 				msg, err := DecodeMessage(raw)
 				if err != nil {
+					if c.answerParseError(ctx, err) {
+						continue
+					}
 					return nil, err
 				}
 				c.queue = append(c.queue, msg)
@@ -99,7 +107,7 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			continue
 		}
 		msg, err := DecodeMessage(line)
-		if err != nil && c.skip(line) {
+		if err != nil && (c.skip(line) || c.answerParseError(ctx, err)) {
 			continue
 		}
 		return msg, err
@@ -117,6 +125,23 @@ func (c *lineConn) skip(line []byte) bool {
 	}
 	c.stray(line)
 	return true
+}
+
+// parseErrorWriteTimeout bounds writing the answer to an undecodable line.
+const parseErrorWriteTimeout = 10 * time.Second
+
+// answerParseError answers an undecodable line from a client with a
+// JSON-RPC parse error and reports whether the connection goes on (false
+// when it does not answer invalid lines, or the answer could not be
+// written).
+func (c *lineConn) answerParseError(ctx context.Context, cause error) bool {
+	if !c.answerInvalid {
+		return false
+	}
+	msg, _ := json.Marshal("Parse error: mcpvisor could not decode this line as a JSON-RPC message (" + cause.Error() + "); it was skipped. Send one well-formed message per line, nested at most 1,000 deep.")
+	ctx, cancel := context.WithTimeout(ctx, parseErrorWriteTimeout)
+	defer cancel()
+	return c.write(ctx, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":`+string(msg)+"}}\n")) == nil
 }
 
 // readLine returns the next line without its newline, up to maxLineLength.

@@ -111,3 +111,47 @@ func TestLineConnReadsBatchesLongLinesAndStopsOnClose(t *testing.T) {
 }
 
 func jsonCompact(dst *bytes.Buffer, src []byte) error { return json.Compact(dst, src) }
+
+// A client's line that cannot be decoded is answered with a parse error
+// and skipped; the next message is read as usual.
+func TestClientLineConnAnswersUndecodableLines(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	conn, _ := NewClientLineTransport(r, outW).Connect(context.Background())
+	defer conn.Close()
+	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
+	go func() {
+		io.WriteString(w, "not json\n")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":`+deep+"}}\n")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":2,"method":"ping"}`+"\n")
+	}()
+	msg, err := conn.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req, ok := msg.(*jsonrpc.Request); !ok || req.Method != "ping" {
+		t.Fatalf("read %#v, want the ping after the bad lines", msg)
+	}
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	for strings.Count(got.String(), "\n") < 2 {
+		n, err := outR.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(buf[:n])
+	}
+	for i, line := range strings.Split(strings.TrimSpace(got.String()), "\n") {
+		if !strings.HasPrefix(line, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: `) || !json.Valid([]byte(line)) {
+			t.Errorf("answer %d: %s", i, line)
+		}
+	}
+	w.Close()
+}

@@ -25,6 +25,16 @@ func NewServerLineTransport(r io.ReadCloser, w io.WriteCloser, stray func(line [
 	return &lineTransport{r: r, w: w, stray: stray}
 }
 
+// NewClientLineTransport is NewLineTransport for a client's pipes (the
+// downstream side of `run --stdio`): a line that is not a JSON-RPC message
+// mcpvisor can decode (malformed, or nested deeper than the decoder
+// allows) is answered with a JSON-RPC parse error (-32700, id null, as
+// JSON-RPC 2.0 asks) and skipped, so one bad request fails alone instead
+// of ending the client's session and, with it, mcpvisor.
+func NewClientLineTransport(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
+	return &lineTransport{r: r, w: w, answerInvalid: true}
+}
+
 // StdioTransport serves the process's own stdin and stdout, for
 // `run --stdio`.
 //
@@ -44,7 +54,7 @@ func (stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		_, err := io.Copy(pw, os.Stdin)
 		pw.CloseWithError(err) // nil: EOF for the reader
 	}()
-	return NewLineTransport(pr, nopWriteCloser{os.Stdout}).Connect(ctx)
+	return NewClientLineTransport(pr, nopWriteCloser{os.Stdout}).Connect(ctx)
 }
 
 type nopWriteCloser struct{ io.Writer }
