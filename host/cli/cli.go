@@ -451,8 +451,12 @@ const (
 	// sessions have closed since the last look.
 	sessionsCheckEvery = time.Second
 	// sessionsFreedThreshold is how many sessions must have closed for
-	// `run` to hand their memory back to the OS at once.
+	// `run` to hand their memory back to the OS at once, when the closing
+	// has stopped (no fewer sessions than at the last look).
 	sessionsFreedThreshold = 1000
+	// sessionsFreedAnyway is how many closed sessions make `run` hand
+	// their memory back even while more are still closing.
+	sessionsFreedAnyway = 10 * sessionsFreedThreshold
 )
 
 // returnMemoryAfterSessions gives the memory of many closed downstream
@@ -463,7 +467,7 @@ const (
 func returnMemoryAfterSessions(ctx context.Context, h *host.Host, logger hclog.Logger) {
 	t := time.NewTicker(sessionsCheckEvery)
 	defer t.Stop()
-	peak := 0
+	peak, prev := 0, 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -472,8 +476,13 @@ func returnMemoryAfterSessions(ctx context.Context, h *host.Host, logger hclog.L
 		}
 		n := h.Sessions()
 		peak = max(peak, n)
-		if peak-n >= sessionsFreedThreshold {
-			logger.Debug("returning the memory of closed sessions to the OS", "closed", peak-n, "open", n)
+		// Once, when a wave of closing is over (reaping abandoned sessions
+		// takes a while): freeing in the middle of it would leave the
+		// memory of the rest behind until the next wave.
+		settled := n >= prev
+		prev = n
+		if closed := peak - n; closed >= sessionsFreedAnyway || closed >= sessionsFreedThreshold && settled {
+			logger.Debug("returning the memory of closed sessions to the OS", "closed", closed, "open", n)
 			debug.FreeOSMemory()
 			peak = n
 		}
