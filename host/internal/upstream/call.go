@@ -240,24 +240,27 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 	}
 
 	ok, probe, retryAt := s.breaker.Allow()
+	revive := probe
 	sess := s.cur.Load()
 	if !ok {
 		// An open breaker fails calls fast while the server keeps failing
 		// them. While the supervisor is already getting a new session,
 		// though, the call waits for it (the new session closes the
-		// breaker) instead of failing (DESIGN.md §5).
+		// breaker) instead of failing (DESIGN.md §5). A parked remote
+		// server may be probed early, rate-limited (remoteProbeEvery).
 		s.mu.Lock()
 		state := s.state
 		s.mu.Unlock()
 		live := sess != nil && !sess.isDead()
-		if live || (state != StateStarting && state != StateReconnecting) {
+		revive = !live && state == StateParked && s.remoteProbeDue()
+		if !revive && (live || (state != StateStarting && state != StateReconnecting)) {
 			return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
 				Reason: s.openReason(), RetryAt: retryAt}
 		}
 	}
 	if sess == nil || sess.isDead() {
 		var err error
-		if sess, err = s.acquire(ctx, op, probe); err != nil {
+		if sess, err = s.acquire(ctx, op, revive); err != nil {
 			s.breaker.Release(probe)
 			return err
 		}
@@ -418,6 +421,9 @@ func (s *Supervisor) openReason() string {
 	st := s.state
 	s.mu.Unlock()
 	if st == StateParked {
+		if s.cfg.URL != "" {
+			return fmt.Sprintf("parked after its retry budget was spent (circuit open); calls try to reach it again at most every %s, and it tries by itself at the next attempt time", remoteProbeEvery)
+		}
 		return "parked after its retry budget was spent (circuit open)"
 	}
 	_, n, _ := s.breaker.Snapshot()
@@ -476,9 +482,10 @@ func (s *Supervisor) reportFailed(gen uint64, err error) {
 
 // acquire returns a live session, waiting for one while the server is
 // starting or reconnecting (bounded by ctx). A parked server fails at once
-// until the breaker's cooldown has passed; after it, the call is the
-// half-open probe: it revives the server and waits for the new session
-// within its deadline, never writing into a dead pipe.
+// unless probe is set (the breaker's cooldown has passed, or an early probe
+// of a remote server is due); then the call is the half-open probe: it
+// revives the server and waits for the new session within its deadline,
+// never writing into a dead pipe.
 func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*session, error) {
 	// revived: this call revived a parked server; leftPark: the server
 	// has left park since, so parked again means the probe failed.

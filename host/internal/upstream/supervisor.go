@@ -97,6 +97,13 @@ const (
 	// session before giving up with the original error (DESIGN.md §6).
 	retryReadyCap = 15 * time.Second
 
+	// remoteProbeEvery is how often calls may probe a parked remote (HTTP
+	// or SSE) server before its breaker's cooldown has passed. Trying a
+	// remote server costs it one connection and mcpvisor nothing (no
+	// process is spawned), and without it a server back from a short
+	// outage would stay parked for up to a cooldown while agents call it.
+	remoteProbeEvery = 2 * time.Second
+
 	// DefaultProtocolVersion is requested from upstreams whose block sets no
 	// protocol_version. It is the newest session-based version: on it an
 	// upstream may send sampling and elicitation requests while serving a
@@ -243,6 +250,10 @@ type Supervisor struct {
 	breaker *Breaker
 
 	cur atomic.Pointer[session] // the ready session, nil when none
+
+	// lastRemoteProbe is when a call last probed this parked remote server
+	// early (UnixNano; see remoteProbeDue).
+	lastRemoteProbe atomic.Int64
 
 	// readOnly holds the names of tools that declared readOnlyHint, from the
 	// last catalog; read lock-free on the call path.
@@ -1029,6 +1040,19 @@ func (s *Supervisor) ProtocolVersion() string {
 		return ir.ProtocolVersion
 	}
 	return ""
+}
+
+// remoteProbeDue reports whether a call may probe this parked server now,
+// before its breaker's cooldown has passed: only a remote (HTTP or SSE)
+// server, and at most once per remoteProbeEvery however many calls
+// arrive.
+func (s *Supervisor) remoteProbeDue() bool {
+	if s.cfg.URL == "" {
+		return false
+	}
+	now := time.Now().UnixNano()
+	last := s.lastRemoteProbe.Load()
+	return now-last >= int64(remoteProbeEvery) && s.lastRemoteProbe.CompareAndSwap(last, now)
 }
 
 // Nudge asks a parked server whose breaker cooldown has passed to try
