@@ -183,6 +183,79 @@ func BenchmarkExpiredSessionCall(b *testing.B) {
 		verdict(excess <= maxExpiredExcess), millis(e), millis(n), millis(hs), millis(excess), maxExpiredExcess.Milliseconds(), len(expired), noticed)
 }
 
+// benchOutage is how long BenchmarkOutageToNextCall keeps the upstream
+// down: long enough for the default config to spend its retry budget and
+// park the server (about 17 s).
+const benchOutage = 20 * time.Second
+
+// maxOutageOverStart is issue 14's target for an outage: the first
+// successful call comes at most this long after the upstream is back,
+// beyond the server's own start.
+const maxOutageOverStart = time.Second
+
+// BenchmarkOutageToNextCall is issue 14's outage row: a host with the
+// default config in front of `echo -http`; the server is SIGKILLed, stays
+// down for benchOutage (the host parks it) while a client keeps calling,
+// and is started again on the same address. Reported: time from the
+// restart to the first successful call, and the server's own start (its
+// "listening" line, then a direct go-sdk connect and one call) in the
+// same run. One iteration is one outage.
+func BenchmarkOutageToNextCall(b *testing.B) {
+	addr := freeAddr(b)
+	up := testutil.StartServer(b, bins["echo"], "-http", addr)
+	h := libraryHost(b, fmt.Sprintf(`server "echo" {
+  url = %q
+}
+`, up.URL))
+	sup := echoStatus{h}
+	hc := httpClient(b)
+	mustCall(b, h)
+
+	var heal, start []time.Duration
+	for b.Loop() {
+		syscall.Kill(-up.Cmd.Process.Pid, syscall.SIGKILL)
+		down := time.Now()
+		for time.Since(down) < benchOutage {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			h.CallTool(ctx, "echo__echo", map[string]any{"text": "x"})
+			cancel()
+			time.Sleep(50 * time.Millisecond)
+		}
+		if st := sup.Status(); st.State != "parked" {
+			b.Fatalf("the server is %s after a %s outage, want parked (the row measures revival from park)", st.State, benchOutage)
+		}
+		t0 := time.Now()
+		up = testutil.StartServer(b, bins["echo"], "-http", addr)
+		up.WaitLine(b, "listening on ", recoveryDeadline)
+		started := time.Since(t0)
+		if _, err := callUntilSuccess(h); err != nil {
+			b.Fatalf("no successful call within %s of the server's return: %v", recoveryDeadline, err)
+		}
+		heal = append(heal, time.Since(t0))
+
+		ctx, cancel := context.WithTimeout(context.Background(), recoveryDeadline)
+		t1 := time.Now()
+		cs, err := benchClient().Connect(ctx, &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc}, sessionOptions())
+		if err == nil {
+			err = sessionCaller(cs, "echo")(ctx)
+			cs.Close()
+		}
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = append(start, started+time.Since(t1))
+	}
+
+	hl, st := quantile(heal, 0.5), quantile(start, 0.5)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(millis(hl), "back-to-call-ms")
+	b.ReportMetric(millis(st), "start-ms")
+	b.ReportMetric(millis(hl-st), "over-start-ms")
+	b.Logf("%s: %s outage (parked), server back → first successful call p50 %.0f ms, server start p50 %.0f ms, difference %.0f ms (target ≤ %d ms); %d outages",
+		verdict(hl-st <= maxOutageOverStart), benchOutage, millis(hl), millis(st), millis(hl-st), maxOutageOverStart.Milliseconds(), len(heal))
+}
+
 // mustCall makes one echo__echo call through the host's library API.
 func mustCall(b *testing.B, h *host.Host) {
 	b.Helper()

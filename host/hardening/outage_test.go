@@ -20,8 +20,8 @@ const (
 	outage = 30 * time.Second
 	// healBound bounds how long after the upstream is back the agent's
 	// calls may keep failing. The default breaker cooldown is 60 s; a
-	// healthy mcpvisor heals in about 2 s (calls probe a parked remote
-	// server at most every 2 s).
+	// healthy mcpvisor heals within about half a second (calls probe a parked remote
+	// server at most twice a second).
 	healBound = 10 * time.Second
 )
 

@@ -15,7 +15,7 @@ import (
 
 // remoteProbeEvery mirrors the supervisor's rate limit on early probes of
 // a parked remote server.
-const remoteProbeEvery = 2 * time.Second
+const remoteProbeEvery = 500 * time.Millisecond
 
 // A remote server back from an outage is revived by the next calls long
 // before its breaker's cooldown (an hour here) has passed: a call may

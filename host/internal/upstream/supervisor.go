@@ -102,7 +102,7 @@ const (
 	// remote server costs it one connection and mcpvisor nothing (no
 	// process is spawned), and without it a server back from a short
 	// outage would stay parked for up to a cooldown while agents call it.
-	remoteProbeEvery = 2 * time.Second
+	remoteProbeEvery = 500 * time.Millisecond
 
 	// DefaultProtocolVersion is requested from upstreams whose block sets no
 	// protocol_version. It is the newest session-based version: on it an
