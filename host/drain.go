@@ -14,7 +14,11 @@ package host
 //     "draining" at once, while /healthz (liveness) stays 200, so nothing
 //     restarts the process, and /mcp keeps serving;
 //  2. keeps serving for the host block's drain period, while the load
-//     balancers see /readyz fail and stop sending new requests;
+//     balancers see /readyz fail and stop sending new requests — if
+//     anything has asked /readyz since the host started: with no load
+//     balancer or orchestrator watching (mcpvisor on a laptop, behind a
+//     desktop client) there is nobody to wait for, and the period is
+//     skipped so a stop takes well under 2 s;
 //  3. waits for the requests in flight to finish (at most drainCallGrace).
 //
 // Connections stay keep-alive while draining. Closing each one after its
@@ -47,9 +51,10 @@ const drainCallGrace = 20 * time.Second
 // Drain takes the host out of its load balancers' rotation before it
 // stops, as `mcpvisor run` does on SIGTERM: /readyz answers 503 at once
 // (Readiness().Reason is "draining") while /healthz and /mcp keep serving,
-// and Drain returns after the host
-// block's drain period once no HTTP request is in flight (waiting at most
-// 20 s more for them). ctx ends the wait early, and Drain then returns
+// and Drain returns after the host block's drain period (skipped when
+// nothing has asked /readyz since the host started: no load balancer is
+// watching) once no HTTP request is in flight (waiting at most 20 s more
+// for them). ctx ends the wait early, and Drain then returns
 // ctx's error. Afterwards, end Serve's context and Close the host. Drain
 // may be called more than once; the host stays draining.
 func (h *Host) Drain(ctx context.Context) error {
@@ -57,7 +62,9 @@ func (h *Host) Drain(ctx context.Context) error {
 	h.logger.Info("draining: /readyz answers 503; serving until the load balancers stop sending requests",
 		"drain", h.drainPeriod, "in_flight", h.inFlight.count())
 
-	if h.drainPeriod > 0 {
+	if h.drainPeriod > 0 && !h.readyzAsked.Load() {
+		h.logger.Info("draining: nothing has asked /readyz, so no load balancer is watching; not waiting the drain period", "drain", h.drainPeriod)
+	} else if h.drainPeriod > 0 {
 		t := time.NewTimer(h.drainPeriod)
 		defer t.Stop()
 		select {

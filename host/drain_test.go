@@ -182,7 +182,8 @@ func TestDrain(t *testing.T) {
 
 // Drain returns early, with ctx's error, when ctx ends (a second signal).
 func TestDrainCutShort(t *testing.T) {
-	h, _, _ := servingHost(t, fmt.Sprintf("host {\n  drain = \"1h\"\n}\nserver \"echo\" {\n  command = %q\n}\n", bins["echo"]))
+	h, base, _ := servingHost(t, fmt.Sprintf("host {\n  drain = \"1h\"\n}\nserver \"echo\" {\n  command = %q\n}\n", bins["echo"]))
+	readyz(t, base) // a load balancer is watching: Drain waits its period
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Drain(ctx) }()
@@ -403,6 +404,23 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // SIGTERM to `mcpvisor run` with a listener drains: /readyz answers 503 at
 // once, /healthz 200, calls keep working for the drain period, and then it
 // exits 0 with nothing left behind. SIGINT does not wait.
+// With nothing watching /readyz (no load balancer, no orchestrator), Drain
+// does not wait its period: only for the requests in flight.
+func TestDrainSkipsPeriodWhenNobodyWatches(t *testing.T) {
+	h, base, _ := servingHost(t, fmt.Sprintf("host {\n  drain = \"1h\"\n}\nserver \"echo\" {\n  command = %q\n}\n", bins["echo"]))
+	if resp, _ := get(t, base, "/healthz", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %d", resp.StatusCode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Drain(ctx); err != nil {
+		t.Fatalf("Drain waited its hour-long period with nothing watching /readyz: %v", err)
+	}
+	if !h.Draining() {
+		t.Error("not draining after Drain")
+	}
+}
+
 func TestRunSIGTERMDrains(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {

@@ -68,6 +68,9 @@ type Host struct {
 	draining    chan struct{}
 	drainOnce   sync.Once
 	drainPeriod time.Duration
+	// readyzAsked is set once anything has asked /readyz: a load balancer
+	// or orchestrator is watching, and Drain waits its period for it.
+	readyzAsked atomic.Bool
 	// inFlight counts the HTTP requests being served, for Drain.
 	inFlight requestGauge
 

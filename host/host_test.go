@@ -1096,9 +1096,10 @@ func TestSSEUpstreamServesAndReconnects(t *testing.T) {
 func TestRunSIGTERMWithIdleHTTPClients(t *testing.T) {
 	addr := freePort(t)
 	cfgPath := filepath.Join(t.TempDir(), "config.hcl")
-	// No drain: this is about the streams, not the load balancer's wait
-	// (TestRunSIGTERMDrains).
-	src := fmt.Sprintf("host {\n  listen = %q\n  drain = \"0s\"\n}\nserver \"echo\" {\n  command = %q\n}\n", addr, bins["echo"])
+	// The default drain period: nothing asks /readyz here, so no load
+	// balancer is watching and it is not waited (TestRunSIGTERMDrains
+	// covers the case where one is).
+	src := fmt.Sprintf("host {\n  listen = %q\n}\nserver \"echo\" {\n  command = %q\n}\n", addr, bins["echo"])
 	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}

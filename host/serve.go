@@ -86,6 +86,7 @@ func (h *Host) Handler() http.Handler {
 		mux.HandleFunc("POST /control/revive", h.control(h.reviveAndWait))
 		mux.HandleFunc("POST /control/restart", h.control(h.Restart))
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+			h.readyzAsked.Store(true)
 			rep := h.Readiness()
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
@@ -127,6 +128,7 @@ func (h *Host) serveProbe(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 		return
 	}
+	h.readyzAsked.Store(true)
 	rep := h.Readiness()
 	w.Header().Set("Content-Type", "application/json")
 	if !rep.Ready {
