@@ -489,7 +489,12 @@ func (s *Supervisor) reportFailed(gen uint64, err error) {
 func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*session, error) {
 	// revived: this call revived a parked server; leftPark: the server
 	// has left park since, so parked again means the probe failed.
+	// parkedUntil is the next attempt time of the park the call revived:
+	// a park with another one is a new park, even if the call never saw
+	// the server between the two (a remote server refusing connections
+	// fails its attempt within a millisecond).
 	revived, leftPark := false, false
+	var parkedUntil time.Time
 	for {
 		if sess := s.cur.Load(); sess != nil && !sess.isDead() {
 			return sess, nil
@@ -497,7 +502,7 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 		s.mu.Lock()
 		state, changed, next, lastErr := s.state, s.changed, s.nextAttempt, s.lastErr
 		s.mu.Unlock()
-		if revived && state != StateParked {
+		if revived && (state != StateParked || !next.Equal(parkedUntil)) {
 			leftPark = true
 		}
 
@@ -523,7 +528,7 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 			}
 			// This call is the half-open probe: start the server and wait
 			// for it, within the call's deadline.
-			revived = true
+			revived, parkedUntil = true, next
 			s.Revive()
 		case StateReconnecting:
 			if dl, ok := ctx.Deadline(); ok && !next.IsZero() && dl.Before(next) {
