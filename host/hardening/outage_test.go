@@ -3,7 +3,6 @@ package hardening_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,12 +28,7 @@ const (
 // for 30 s — long enough to park — serves an agent's calls again within
 // seconds of coming back, not after the breaker's 60 s cooldown.
 func TestHTTPOutageHealsUnderDefaults(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	up := testutil.StartServer(t, bins["echo"], "-http", addr)
 	mv := startMcpvisor(t, fmt.Sprintf("server \"web\" {\n  url = %s\n}\n", hclString(up.URL)))
 	cs := connectClient(t, mv)
