@@ -152,12 +152,7 @@ func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
 
 func validateCmd(args []string, stdio IO) int {
 	fs, path := newFlags("validate", stdio)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor validate: unexpected argument %q\n", pos[0])
+	if !parseNoArgs(fs, args, stdio) {
 		return ExitUsage
 	}
 	cfg, ok := loadConfig(*path, stdio)
@@ -216,12 +211,7 @@ func pluginsCmd(args []string, stdio IO) int {
 
 func pluginsLockCmd(args []string, stdio IO) int {
 	fs, path := newFlags("plugins lock", stdio)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor plugins lock: unexpected argument %q\n", pos[0])
+	if !parseNoArgs(fs, args, stdio) {
 		return ExitUsage
 	}
 	cfg, ok := loadConfig(*path, stdio)
@@ -270,12 +260,7 @@ func runCmd(args []string, stdio IO) int {
 	fs, path := newFlags("run", stdio)
 	stdioMode := fs.Bool("stdio", false, "serve MCP over stdin/stdout (for Claude Desktop, Cursor, …); HTTP only with -http")
 	alsoHTTP := fs.Bool("http", false, "with --stdio, also serve streamable HTTP at host.listen")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor run: unexpected argument %q\n", pos[0])
+	if !parseNoArgs(fs, args, stdio) {
 		return ExitUsage
 	}
 	cfg, ok := loadConfig(*path, stdio)
@@ -567,12 +552,7 @@ func closeHost(h *host.Host) {
 func toolsCmd(args []string, stdio IO) int {
 	fs, path := newFlags("tools", stdio)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor tools: unexpected argument %q\n", pos[0])
+	if !parseNoArgs(fs, args, stdio) {
 		return ExitUsage
 	}
 	var tools []host.Tool
@@ -689,12 +669,7 @@ func statusCmd(args []string, stdio IO) int {
 	asJSON := fs.Bool("json", false, "print JSON")
 	watch := fs.Bool("watch", false, "refresh the table until interrupted")
 	interval := fs.Duration("interval", defaultWatchInterval, "refresh `period` with -watch")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor status: unexpected argument %q\n", pos[0])
+	if !parseNoArgs(fs, args, stdio) {
 		return ExitUsage
 	}
 	if *watch && *asJSON {
@@ -923,4 +898,18 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// parseNoArgs is parseArgs for a command that takes flags only; it says
+// which argument was unexpected and reports whether parsing succeeded.
+func parseNoArgs(fs *flag.FlagSet, args []string, stdio IO) bool {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return false
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor %s: unexpected argument %q\n", fs.Name(), pos[0])
+		return false
+	}
+	return true
 }

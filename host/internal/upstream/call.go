@@ -100,52 +100,36 @@ func (s *Supervisor) ReadResource(ctx context.Context, d Downstream, params *mcp
 	return res, err
 }
 
-// ListResources lists the upstream's resources (one page).
-func (s *Supervisor) ListResources(ctx context.Context, params *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
-	var res *mcp.ListResourcesResult
-	err := s.do(ctx, nil, "resources/list", true, func(ctx context.Context, sess *session) error {
-		cs := sess.cs
+// list runs one page of a list operation through the recovery path; list
+// operations are replayable.
+func list[P, R any](ctx context.Context, s *Supervisor, op string, params P, page func(*mcp.ClientSession, context.Context, P) (R, error)) (R, error) {
+	var res R
+	err := s.do(ctx, nil, op, true, func(ctx context.Context, sess *session) error {
 		var err error
-		res, err = cs.ListResources(ctx, params)
+		res, err = page(sess.cs, ctx, params)
 		return err
 	})
 	return res, err
+}
+
+// ListResources lists the upstream's resources (one page).
+func (s *Supervisor) ListResources(ctx context.Context, params *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
+	return list(ctx, s, "resources/list", params, (*mcp.ClientSession).ListResources)
 }
 
 // ListResourceTemplates lists the upstream's resource templates (one page).
 func (s *Supervisor) ListResourceTemplates(ctx context.Context, params *mcp.ListResourceTemplatesParams) (*mcp.ListResourceTemplatesResult, error) {
-	var res *mcp.ListResourceTemplatesResult
-	err := s.do(ctx, nil, "resources/templates/list", true, func(ctx context.Context, sess *session) error {
-		cs := sess.cs
-		var err error
-		res, err = cs.ListResourceTemplates(ctx, params)
-		return err
-	})
-	return res, err
+	return list(ctx, s, "resources/templates/list", params, (*mcp.ClientSession).ListResourceTemplates)
 }
 
 // ListPrompts lists the upstream's prompts (one page).
 func (s *Supervisor) ListPrompts(ctx context.Context, params *mcp.ListPromptsParams) (*mcp.ListPromptsResult, error) {
-	var res *mcp.ListPromptsResult
-	err := s.do(ctx, nil, "prompts/list", true, func(ctx context.Context, sess *session) error {
-		cs := sess.cs
-		var err error
-		res, err = cs.ListPrompts(ctx, params)
-		return err
-	})
-	return res, err
+	return list(ctx, s, "prompts/list", params, (*mcp.ClientSession).ListPrompts)
 }
 
 // ListTools lists the upstream's tools (one page).
 func (s *Supervisor) ListTools(ctx context.Context, params *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
-	var res *mcp.ListToolsResult
-	err := s.do(ctx, nil, "tools/list", true, func(ctx context.Context, sess *session) error {
-		cs := sess.cs
-		var err error
-		res, err = cs.ListTools(ctx, params)
-		return err
-	})
-	return res, err
+	return list(ctx, s, "tools/list", params, (*mcp.ClientSession).ListTools)
 }
 
 // GetPrompt gets a prompt by its original name, for the downstream client
