@@ -32,7 +32,7 @@ import (
 // the test ends.
 func servingHost(t *testing.T, src string, opts ...host.Option) (h *host.Host, base string, stop func()) {
 	t.Helper()
-	h = readyHostWith(t, src, opts...)
+	h = settledHost(t, src, opts...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -53,33 +53,6 @@ func servingHost(t *testing.T, src string, opts ...host.Option) (h *host.Host, b
 	}
 	t.Cleanup(stop)
 	return h, "http://" + ln.Addr().String(), stop
-}
-
-// readyHostWith is readyHost with options.
-func readyHostWith(t *testing.T, src string, opts ...host.Option) *host.Host {
-	t.Helper()
-	cfg, err := config.Parse([]byte(src), filepath.Join(t.TempDir(), "config.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.New(cfg, append([]host.Option{host.WithLogger(logger(t))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	h.Start(ctx)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if err := h.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	if err := h.WaitSettled(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return h
 }
 
 // get fetches base+path with an optional bearer token and returns the

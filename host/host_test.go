@@ -157,11 +157,25 @@ func startHostWithClient(t *testing.T, src string, clientOpts *mcp.ClientOptions
 // every server is ready. The host is closed when the test ends.
 func readyHost(t *testing.T, src string) *host.Host {
 	t.Helper()
+	h := settledHost(t, src)
+	for _, st := range h.Status() {
+		if st.State != "ready" {
+			t.Fatalf("server %s is %s: %s", st.Name, st.State, st.LastError)
+		}
+	}
+	return h
+}
+
+// settledHost loads src as config.hcl, starts a host on it with opts and
+// returns once every server has settled (ready or not). The host is
+// closed, without error, when the test ends.
+func settledHost(t *testing.T, src string, opts ...host.Option) *host.Host {
+	t.Helper()
 	cfg, err := config.Parse([]byte(src), filepath.Join(t.TempDir(), "config.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.New(cfg, host.WithLogger(logger(t)))
+	h, err := host.New(cfg, append([]host.Option{host.WithLogger(logger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +191,6 @@ func readyHost(t *testing.T, src string) *host.Host {
 	})
 	if err := h.WaitSettled(ctx); err != nil {
 		t.Fatal(err)
-	}
-	for _, st := range h.Status() {
-		if st.State != "ready" {
-			t.Fatalf("server %s is %s: %s", st.Name, st.State, st.LastError)
-		}
 	}
 	return h
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,32 +14,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host"
-	"github.com/mcpvisor/mcpvisor/host/config"
 )
 
 // servedHost starts a host on src with opts, waits for its servers and
 // serves its Handler on a loopback httptest server.
 func servedHost(t *testing.T, src string, opts ...host.Option) (*host.Host, *httptest.Server) {
 	t.Helper()
-	cfg, err := config.Parse([]byte(src), filepath.Join(t.TempDir(), "config.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.New(cfg, append([]host.Option{host.WithLogger(logger(t))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	h.Start(ctx)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		h.Close(ctx)
-	})
-	if err := h.WaitSettled(ctx); err != nil {
-		t.Fatal(err)
-	}
+	h := settledHost(t, src, opts...)
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(srv.Close)
 	return h, srv
