@@ -245,6 +245,31 @@ func (l *callLog) all() []call {
 	return append([]call(nil), l.calls...)
 }
 
+// callPids starts n stateless callers ("<prefix>-<i>") that call pid in a
+// loop until stop is closed, each call logged in log.
+func (c *cluster) callPids(t *testing.T, ctx context.Context, n int, prefix string, log *callLog, stop <-chan struct{}, wg *sync.WaitGroup) {
+	t.Helper()
+	for i := range n {
+		cs, err := c.connect(ctx, "2026-07-28")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				start := time.Now()
+				name, err := c.pid(ctx, cs)
+				log.add(call{caller: fmt.Sprint(prefix, "-", i), start: start, end: time.Now(), replica: name, err: err})
+			}
+		})
+	}
+}
+
 // A rolling restart's first step: SIGTERM to one replica while 4
 // stateless (2026-07-28) callers and 4 2025 sessions keep calling. No
 // stateless call fails; each 2025 session on the stopped replica gets the
@@ -258,25 +283,7 @@ func TestSIGTERMDrainsWithoutFailedCalls(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var stateless callLog
-	for i := range 4 {
-		cs, err := c.connect(ctx, "2026-07-28")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				start := time.Now()
-				name, err := c.pid(ctx, cs)
-				stateless.add(call{caller: fmt.Sprint("stateless-", i), start: start, end: time.Now(), replica: name, err: err})
-			}
-		})
-	}
+	c.callPids(t, ctx, 4, "stateless", &stateless, stop, &wg)
 
 	// 2025 sessions, made one after the other so both replicas hold some.
 	type sessionRun struct {
@@ -427,25 +434,7 @@ func TestSIGKILLFailsOnlyCallsInFlight(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var fast callLog
-	for i := range 4 {
-		cs, err := c.connect(ctx, "2026-07-28")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				start := time.Now()
-				name, err := c.pid(ctx, cs)
-				fast.add(call{caller: fmt.Sprint("caller-", i), start: start, end: time.Now(), replica: name, err: err})
-			}
-		})
-	}
+	c.callPids(t, ctx, 4, "caller", &fast, stop, &wg)
 	time.Sleep(300 * time.Millisecond)
 	syscall.Kill(-c.a.cmd.Process.Pid, syscall.SIGKILL)
 	<-c.a.exited
