@@ -248,15 +248,3 @@ func pluginProcesses(t *testing.T) []string {
 	}
 	return found
 }
-
-// eventually waits for cond, checking every few milliseconds, for at most d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
@@ -304,7 +305,7 @@ func TestSupervisedPluginRespawns(t *testing.T) {
 					sup.Stop(context.Background())
 				}
 			}()
-			eventually(t, 20*time.Second, "ready", func() bool { return sup.Status().State == "ready" })
+			testutil.Eventually(t, 20*time.Second, "ready", func() bool { return sup.Status().State == "ready" })
 			st := sup.Status()
 			if st.Pid == 0 || st.Tools != 4 {
 				t.Fatalf("status = %+v, want a pid and 4 tools", st)
@@ -351,19 +352,19 @@ func TestSupervisedPluginRespawns(t *testing.T) {
 					}
 				}()
 			}
-			eventually(t, 10*time.Second, "traffic", func() bool { return ok.Load() >= 20 })
+			testutil.Eventually(t, 10*time.Second, "traffic", func() bool { return ok.Load() >= 20 })
 
 			killedAt := time.Now()
 			if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 20*time.Second, "a new generation", func() bool {
+			testutil.Eventually(t, 20*time.Second, "a new generation", func() bool {
 				st := sup.Status()
 				return st.State == "ready" && st.Generation > gen1 && st.Pid != pid1
 			})
 			t.Logf("respawned in %s", time.Since(killedAt).Round(time.Millisecond))
 			okAfter := ok.Load()
-			eventually(t, 10*time.Second, "traffic after the respawn", func() bool { return ok.Load() >= okAfter+20 })
+			testutil.Eventually(t, 10*time.Second, "traffic after the respawn", func() bool { return ok.Load() >= okAfter+20 })
 			stopTraffic()
 			wg.Wait()
 			t.Logf("calls: %d ok, %d failed around the kill: %v", ok.Load(), failed.Load(), firstErrs)
@@ -416,17 +417,17 @@ func TestSupervisedPeerRestart(t *testing.T) {
 	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger, BackoffBase: 20 * time.Millisecond})
 	sup.Start()
 	defer sup.Stop(context.Background())
-	eventually(t, 20*time.Second, "ready", func() bool { return sup.Status().State == "ready" })
+	testutil.Eventually(t, 20*time.Second, "ready", func() bool { return sup.Status().State == "ready" })
 	gen1 := sup.Status().Generation
 
 	p.kill()
-	eventually(t, 10*time.Second, "the lost server noticed", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the lost server noticed", func() bool {
 		st := sup.Status()
 		return st.State != "ready" && strings.Contains(st.LastError, "plugin could not connect")
 	})
 	startPeer(t, "-unix", sock)
 	sup.Revive()
-	eventually(t, 20*time.Second, "ready again", func() bool {
+	testutil.Eventually(t, 20*time.Second, "ready again", func() bool {
 		st := sup.Status()
 		return st.State == "ready" && st.Generation > gen1
 	})
@@ -449,7 +450,7 @@ func TestBrokenPluginParks(t *testing.T) {
 	}
 	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger, BackoffBase: 10 * time.Millisecond})
 	sup.Start()
-	eventually(t, 10*time.Second, "parked", func() bool { return sup.Status().State == "parked" })
+	testutil.Eventually(t, 10*time.Second, "parked", func() bool { return sup.Status().State == "parked" })
 	st := sup.Status()
 	if !strings.HasPrefix(st.LastError, `server "broken": plugin "unix": checksum mismatch: `) {
 		t.Errorf("last error = %q", st.LastError)

@@ -136,7 +136,7 @@ func TestHangingPluginParks(t *testing.T) {
 	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger, BackoffBase: 10 * time.Millisecond})
 	sup.Start()
 	defer sup.Stop(context.Background())
-	eventually(t, 20*time.Second, "parked", func() bool { return sup.Status().State == "parked" })
+	testutil.Eventually(t, 20*time.Second, "parked", func() bool { return sup.Status().State == "parked" })
 	st := sup.Status()
 	if !strings.Contains(st.LastError, "plugin handshake failed: no handshake within connect_timeout") {
 		t.Errorf("last error = %q", st.LastError)
@@ -161,7 +161,7 @@ func TestStopDuringHandshake(t *testing.T) {
 	}
 	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger})
 	sup.Start()
-	eventually(t, 20*time.Second, "the plugin and its child", func() bool { return len(pluginProcesses(t)) == 2 })
+	testutil.Eventually(t, 20*time.Second, "the plugin and its child", func() bool { return len(pluginProcesses(t)) == 2 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
