@@ -237,6 +237,9 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		s.mu.Unlock()
 		live := sess != nil && !sess.isDead()
 		revive = !live && state == StateParked && s.remoteProbeDue()
+		if revive {
+			s.earlyRevive.Store(true)
+		}
 		if !revive && (live || (state != StateStarting && state != StateReconnecting)) {
 			return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
 				Reason: s.openReason(), RetryAt: retryAt}

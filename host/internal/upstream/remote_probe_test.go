@@ -33,6 +33,7 @@ func TestParkedRemoteServerRevivedByUseBeforeCooldown(t *testing.T) {
 	proxy.method.Store("initialize") // count connection attempts
 	srv := httpServer("remote", proxy.URL+"/mcp")
 	srv.Breaker = config.Breaker{Threshold: 3, Cooldown: time.Hour}
+	srv.Reconnect.ParkedRetry = 8 * time.Hour
 	h := start(t, srv, nil)
 	h.waitState("ready", 1)
 
@@ -53,6 +54,12 @@ func TestParkedRemoteServerRevivedByUseBeforeCooldown(t *testing.T) {
 	probes := proxy.toolCalls.Load() - attempts
 	if limit := int64(time.Since(began)/remoteProbeEvery) + 1; probes < 1 || probes > limit {
 		t.Errorf("50 calls over %s while down made %d connection attempts, want 1 to %d", time.Since(began).Round(time.Millisecond), probes, limit)
+	}
+
+	// The calls' failed probes do not stretch the server's own parked
+	// wait: that is still the first one, the cooldown.
+	if st := h.sup.Status(); st.NextAttempt.Sub(st.Since) > srv.Breaker.Cooldown+time.Minute {
+		t.Errorf("after the calls' probes the parked wait is %s, want the cooldown (%s)", st.NextAttempt.Sub(st.Since).Round(time.Minute), srv.Breaker.Cooldown)
 	}
 
 	testutil.StartServer(t, echoBin, "-http", addr)

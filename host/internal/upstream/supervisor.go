@@ -254,6 +254,10 @@ type Supervisor struct {
 	// lastRemoteProbe is when a call last probed this parked remote server
 	// early (UnixNano; see remoteProbeDue).
 	lastRemoteProbe atomic.Int64
+	// earlyRevive is set when such an early probe revives the server: its
+	// failure re-parks without lengthening the parked wait, which counts
+	// the server's own attempts, not the calls'.
+	earlyRevive atomic.Bool
 
 	// readOnly holds the names of tools that declared readOnlyHint, from the
 	// last catalog; read lock-free on the call path.
@@ -494,6 +498,9 @@ func (s *Supervisor) run() {
 	// that follows a park: if it fails, the server parks again at once
 	// instead of spending a whole budget (park and re-arm).
 	parks, probing := 0, false
+	// early is set when the attempt after a park was a call's early probe
+	// of a remote server (remoteProbeDue).
+	early := false
 	// exitedAs is how the last failed attempt's process exited before
 	// initialize ("" if it did not); the same exit twice in a row is as
 	// permanent as a missing command.
@@ -560,10 +567,13 @@ func (s *Supervisor) run() {
 			s.logger.Error("server cannot start as configured; parked without retrying", "error", recovery.Redact(err.Error()))
 		}
 		if failures > s.cfg.Reconnect.MaxRetries || (probing && err != nil) || permanent {
-			parks++
+			if !(probing && early) {
+				parks++
+			}
 			if !s.park(s.parkedDelay(parks)) {
 				return
 			}
+			early = s.earlyRevive.Swap(false)
 			failures, probing = 0, true
 			s.setFailures(0)
 			continue
@@ -665,6 +675,7 @@ func (s *Supervisor) park(delay time.Duration) bool {
 	case <-s.revive:
 	default:
 	}
+	s.earlyRevive.Store(false)
 	s.publishCatalog(nil)
 	s.breaker.Trip()
 	next := time.Now().Add(delay)
