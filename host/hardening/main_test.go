@@ -52,11 +52,11 @@ const (
 	sessionProtocol = "2025-11-25"
 )
 
-// bins holds the binaries TestMain built: "mcpvisor" and "echo".
+// bins holds the binaries TestMain built: "mcpvisor", "echo" and "everything".
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", testutil.Mcpvisor))
+	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", testutil.Mcpvisor))
 }
 
 // mcpvisor is one running `mcpvisor run`.

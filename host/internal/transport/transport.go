@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -101,7 +102,7 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 			// block's headers and without tokens of their own.
 			tokens = oauth.NewSource(oauth.SourceConfig{Server: srv, Store: opts.TokenStore, HTTPClient: hc, Logger: logger})
 		}
-		d := &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: wrapClient(hc, srv.Headers, tokens)}
+		d := &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: wrapClient(hc, srv.Headers, tokens), logger: logger}
 		if tokens != nil && srv.OAuth.Grant != config.GrantClientCredentials {
 			return &loginDialer{httpDialer: d, tokens: tokens}, nil
 		}
@@ -129,13 +130,18 @@ type httpDialer struct {
 	url    string
 	sse    bool
 	client *http.Client
+	logger hclog.Logger
 }
 
 func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 	l := &httpLink{done: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
+	// The link's own client: the same pool, its event streams relayed to
+	// this link's session (relay.go).
+	client := *d.client
+	client.Transport = &relayingRoundTripper{base: d.client.Transport, relay: &l.relay, logger: d.logger}
 	if d.sse {
-		l.t = &sseTransport{t: &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: d.client}, linkCtx: l.ctx}
+		l.t = &sseTransport{t: &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: &client}, linkCtx: l.ctx}
 	} else {
 		// MaxRetries 1: one resumption of an SSE stream the server ended
 		// (SEP-1699: after the retry it sent, with Last-Event-ID), which is
@@ -144,7 +150,7 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 		// that fails, or a stream that ends again without progress, fails
 		// the session at once: the SDK does not quietly retry a dead
 		// session for us, the supervisor owns reconnects and counts them.
-		l.t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: d.client, MaxRetries: streamResumptions}
+		l.t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: &client, MaxRetries: streamResumptions}
 	}
 	return l, nil
 }
@@ -162,6 +168,7 @@ type httpLink struct {
 	done   chan struct{}
 	ctx    context.Context // the link's lifetime: ends with Close
 	cancel context.CancelFunc
+	relay  atomic.Pointer[relay] // set by RelayNotifications
 }
 
 func (l *httpLink) Transport() mcp.Transport { return l.t }

@@ -115,8 +115,12 @@ func (s *Supervisor) latestFlight() *inflight {
 	return f
 }
 
+// onProgress and onLog are the SDK's handlers. A link that relays these
+// notifications has forwarded them already, in order (connectSession).
 func (s *Supervisor) onProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-	s.forwardProgress(req.Params)
+	if !s.relayed.Load() {
+		s.forwardProgress(req.Params)
+	}
 }
 
 func (s *Supervisor) forwardProgress(p *mcp.ProgressNotificationParams) {
@@ -138,7 +142,9 @@ func (s *Supervisor) forwardProgress(p *mcp.ProgressNotificationParams) {
 }
 
 func (s *Supervisor) onLog(ctx context.Context, req *mcp.LoggingMessageRequest) {
-	s.forwardLog(req.Params)
+	if !s.relayed.Load() {
+		s.forwardLog(req.Params)
+	}
 }
 
 func (s *Supervisor) forwardLog(p *mcp.LoggingMessageParams) {

@@ -20,9 +20,9 @@ import (
 // Forward makes (forward.go).
 //
 // HTTP links are not wrapped: the SDK's streamable client connection relies
-// on unexported methods a wrapper would hide. There the SDK's own
-// notification handlers forward them, in order but not synchronised with
-// the result.
+// on unexported methods a wrapper would hide. They relay these
+// notifications from their event streams instead
+// (transport.NotificationRelay).
 type processTransport struct {
 	mcp.Transport
 	s      *Supervisor
@@ -61,6 +61,32 @@ const (
 	methodLog      = "notifications/message"
 )
 
+// orderedNotifications are the notifications about a call that must reach
+// its downstream before the call's result.
+var orderedNotifications = []string{methodProgress, methodLog}
+
+// forwardNotification forwards a progress or log notification and reports
+// whether it did: false for other methods and for params it cannot decode.
+func (s *Supervisor) forwardNotification(req *jsonrpc.Request) bool {
+	switch req.Method {
+	case methodProgress:
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(req.Params, &p) != nil {
+			return false
+		}
+		s.forwardProgress(&p)
+	case methodLog:
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(req.Params, &p) != nil {
+			return false
+		}
+		s.forwardLog(&p)
+	default:
+		return false
+	}
+	return true
+}
+
 func (c *processConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
@@ -72,23 +98,7 @@ func (c *processConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			continue
 		}
 		req, ok := msg.(*jsonrpc.Request)
-		if !ok || req.IsCall() {
-			return msg, nil
-		}
-		switch req.Method {
-		case methodProgress:
-			var p mcp.ProgressNotificationParams
-			if json.Unmarshal(req.Params, &p) != nil {
-				return msg, nil
-			}
-			c.s.forwardProgress(&p)
-		case methodLog:
-			var p mcp.LoggingMessageParams
-			if json.Unmarshal(req.Params, &p) != nil {
-				return msg, nil
-			}
-			c.s.forwardLog(&p)
-		default:
+		if !ok || req.IsCall() || !c.s.forwardNotification(req) {
 			return msg, nil
 		}
 	}

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
@@ -285,6 +286,9 @@ type Supervisor struct {
 	flightSeq uint64
 	flights   map[uint64]*inflight
 	byToken   map[string]*inflight
+	// relayed is set once a link relays progress and log notifications
+	// itself; the SDK's handlers then leave them alone.
+	relayed atomic.Bool
 
 	wake     chan struct{} // a caller reported a failed generation
 	revive   chan struct{} // leave park / skip backoff now
@@ -844,6 +848,13 @@ func (s *Supervisor) connectSession(ctx context.Context, link transport.Link, op
 	var holder connHolder
 	if _, ok := link.(interface{ Pid() int }); ok {
 		t = processTransport{Transport: t, s: s, holder: &holder}
+	} else if r, ok := link.(transport.NotificationRelay); ok {
+		s.relayed.Store(true)
+		r.RelayNotifications(orderedNotifications, func(req *jsonrpc.Request) {
+			if !s.forwardNotification(req) {
+				s.logger.Debug("relayed notification not forwarded: params do not decode", "method", req.Method)
+			}
+		})
 	}
 	cs, err := s.client.Connect(ctx, t, opts)
 	return cs, holder.conn, err

@@ -1,0 +1,170 @@
+package hardening_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tmaxmax/go-sse"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+)
+
+// notifyRounds is how many calls each ordering test makes. Without the
+// ordering, a notification sent just before the result loses the race in
+// a few percent of calls on an idle machine, so every run of the test
+// meets it many times over.
+const notifyRounds = 40
+
+// wireMessage is a JSON-RPC message as the client read it.
+type wireMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+		Progress      float64         `json:"progress"`
+		Level         string          `json:"level"`
+	} `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// stream sends one request and returns every message of its answer in the
+// order they were written: the event stream of a POST, read by an SSE
+// parser other than the ones mcpvisor and the go-sdk use.
+func (s *rawSession) stream(t *testing.T, id int, method, params string) []wireMessage {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.mv.addr+"/mcp",
+		strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", sessionProtocol)
+	req.Header.Set("Mcp-Session-Id", s.id)
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		t.Fatalf("POST /mcp: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		t.Fatalf("%s: %s %s", method, resp.Status, b)
+	}
+	var msgs []wireMessage
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		var m wireMessage
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m); err != nil {
+			t.Fatalf("%s: decoding the %s answer: %v", method, ct, err)
+		}
+		return append(msgs, m)
+	}
+	for ev, err := range sse.Read(resp.Body, nil) {
+		if err != nil {
+			t.Fatalf("%s: reading the event stream: %v", method, err)
+		}
+		if ev.Data == "" {
+			continue
+		}
+		var m wireMessage
+		if err := json.Unmarshal([]byte(ev.Data), &m); err != nil {
+			t.Fatalf("%s: event %q is not a JSON-RPC message: %v", method, ev.Data, err)
+		}
+		msgs = append(msgs, m)
+		if string(m.ID) == fmt.Sprint(id) {
+			break
+		}
+	}
+	return msgs
+}
+
+// describe renders messages for a failure report.
+func describe(msgs []wireMessage) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		if m.Method != "" {
+			fmt.Fprintf(&b, "\n  %s token=%s progress=%v level=%s", m.Method, m.Params.ProgressToken, m.Params.Progress, m.Params.Level)
+		} else {
+			fmt.Fprintf(&b, "\n  response id=%s error=%s", m.ID, m.Error)
+		}
+	}
+	return b.String()
+}
+
+// Regression (#13): every progress notification an HTTP or legacy SSE
+// upstream sends about a call reaches the client on the call's own stream,
+// in order, before the call's result. The go-sdk client hands a response
+// to its caller as soon as it reads it but notifications to a handler
+// goroutine, so without mcpvisor ordering them the last ones arrived after
+// the result, where the downstream stream was already closed: dropped.
+func TestProgressPrecedesResultFromRemoteUpstreams(t *testing.T) {
+	for _, mode := range []string{"http", "sse"} {
+		t.Run(mode, func(t *testing.T) {
+			up := testutil.StartServer(t, bins["echo"], "-"+mode, freeAddr(t))
+			block := fmt.Sprintf("server \"web\" {\n  url = %s\n", hclString(up.URL))
+			if mode == "sse" {
+				block += "  transport = \"sse\"\n"
+			}
+			mv := startMcpvisor(t, block+"}\n")
+			waitTool(t, connectClient(t, mv), "web__progress")
+			s := openRawSession(t, mv)
+			const steps = 3
+			for i := 1; i <= notifyRounds; i++ {
+				token := fmt.Sprintf(`"tok-%d"`, i)
+				msgs := s.stream(t, i, "tools/call",
+					fmt.Sprintf(`{"name":"web__progress","arguments":{"steps":%d,"interval_ms":10},"_meta":{"progressToken":%s}}`, steps, token))
+				ok := len(msgs) == steps+1
+				for j := 0; ok && j < steps; j++ {
+					m := msgs[j]
+					ok = m.Method == "notifications/progress" && string(m.Params.ProgressToken) == token && m.Params.Progress == float64(j+1)
+				}
+				if ok {
+					last := msgs[steps]
+					ok = string(last.ID) == fmt.Sprint(i) && last.Error == nil && strings.Contains(string(last.Result), "done 3 steps")
+				}
+				if !ok {
+					t.Fatalf("call %d: want %d progress notifications with token %s, then the result; got:%s", i, steps, token, describe(msgs))
+				}
+			}
+		})
+	}
+}
+
+// Regression (#13): log messages an HTTP or legacy SSE upstream sends
+// while handling a call reach the client before the call's result.
+func TestLogsPrecedeResultFromRemoteUpstreams(t *testing.T) {
+	for _, mode := range []string{"http", "sse"} {
+		t.Run(mode, func(t *testing.T) {
+			up := testutil.StartServer(t, bins["everything"], "-"+mode, freeAddr(t))
+			block := fmt.Sprintf("server \"ev\" {\n  url = %s\n", hclString(up.URL))
+			if mode == "sse" {
+				block += "  transport = \"sse\"\n"
+			}
+			mv := startMcpvisor(t, block+"}\n")
+			waitTool(t, connectClient(t, mv), "ev__test_tool_with_logging")
+			s := openRawSession(t, mv)
+			if got := s.call(t, 1, "logging/setLevel", `{"level":"debug"}`); !strings.Contains(got, `"result"`) {
+				t.Fatalf("logging/setLevel: %s", got)
+			}
+			// The tool logs three times, 50 ms apart; the last log and the
+			// result leave the server back to back.
+			for i := 2; i < 2+notifyRounds/4; i++ {
+				msgs := s.stream(t, i, "tools/call", `{"name":"ev__test_tool_with_logging","arguments":{}}`)
+				logs := 0
+				for _, m := range msgs {
+					if m.Method == "notifications/message" {
+						logs++
+					}
+				}
+				last := msgs[len(msgs)-1]
+				if logs != 3 || string(last.ID) != fmt.Sprint(i) || last.Error != nil {
+					t.Fatalf("call %d: want 3 log messages, then the result; got:%s", i, describe(msgs))
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,176 @@
+package transport
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// stream is an event stream as a streamable HTTP server writes it: three
+// progress notifications and a log message about a call, then its result.
+// Newlines are \n; tests swap in other line endings.
+const stream = `id: 1
+data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}
+
+: a comment
+
+id: 2
+event: message
+data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":2}}
+
+data: {"jsonrpc":"2.0","method":"notifications/progress",
+data:  "params":{"progressToken":"t","progress":3}}
+
+data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}
+
+data: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}
+
+data: {"jsonrpc":"2.0","id":7,"result":{"content":[]}}
+
+`
+
+// relayed collects what a relay handed on.
+type relayed struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *relayed) fn(req *jsonrpc.Request) {
+	// Forwarding to a downstream takes a while; a body that let the
+	// session read on meanwhile would be caught.
+	time.Sleep(2 * time.Millisecond)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, req.Method+" "+string(req.Params))
+}
+
+// The session reads the stream unchanged, and each relayed notification is
+// handed on before the session has read the end of the event after it —
+// however the stream is cut into reads, whatever its line endings.
+func TestRelayBodyOrdersNotificationsBeforeLaterEvents(t *testing.T) {
+	readers := map[string]func(io.Reader) io.Reader{
+		"one byte": iotest.OneByteReader,
+		"halves":   iotest.HalfReader,
+		"whole":    func(r io.Reader) io.Reader { return r },
+	}
+	endings := map[string]string{"LF": "\n", "CRLF": "\r\n", "CR": "\r"}
+	for rname, wrap := range readers {
+		for ename, nl := range endings {
+			t.Run(rname+"/"+ename, func(t *testing.T) {
+				text := strings.ReplaceAll(stream, "\n", nl)
+				var read int
+				r := &relayed{}
+				b := newRelayBody(io.NopCloser(wrap(strings.NewReader(text))),
+					&relay{methods: []string{"notifications/progress", "notifications/message"}, fn: r.fn}, hclog.NewNullLogger())
+				// ends: the offset just past each notification event's
+				// blank line. A bare CR may be the first half of a CRLF, so
+				// there the parser knows an event ended only with the next
+				// byte.
+				var ends []int
+				end := 0
+				for _, e := range strings.Split(text, nl+nl) {
+					end += len(e) + 2*len(nl)
+					if strings.Contains(e, "notifications/progress") || strings.Contains(e, "notifications/message") {
+						if nl == "\r" {
+							ends = append(ends, end+1)
+						} else {
+							ends = append(ends, end)
+						}
+					}
+				}
+				var got bytes.Buffer
+				buf := make([]byte, 4096)
+				for {
+					n, err := b.Read(buf)
+					got.Write(buf[:n])
+					r.mu.Lock()
+					read += n
+					// Every notification whose event the session has now
+					// read in full must have been relayed already.
+					complete := 0
+					for _, e := range ends {
+						if e <= read {
+							complete++
+						}
+					}
+					if len(r.got) < complete {
+						t.Errorf("the session has read %d bytes, completing %d notifications, but only %d were relayed", read, complete, len(r.got))
+					}
+					r.mu.Unlock()
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				b.Close()
+				<-b.stopped
+				if got.String() != text {
+					t.Fatalf("the session read %q, want the stream unchanged", got.String())
+				}
+				want := []string{
+					`notifications/progress {"progressToken":"t","progress":1}`,
+					`notifications/progress {"progressToken":"t","progress":2}`,
+					"notifications/progress {\"progressToken\":\"t\",\"progress\":3}",
+					`notifications/message {"level":"info","data":"x"}`,
+				}
+				if len(r.got) != len(want) {
+					t.Fatalf("relayed %q, want %q", r.got, want)
+				}
+				// Each notification event ends with a blank line; the next
+				// event's last byte comes later. The relay must have run
+				// before the session read that far.
+				for i, w := range want {
+					if strings.ReplaceAll(r.got[i], nl, "") != strings.ReplaceAll(w, "\n", "") {
+						t.Errorf("relayed #%d: %q, want %q", i, r.got[i], w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Close does not wait for a relay that is busy (forwarding to a slow
+// downstream), and the parser goroutine ends once the relay returns.
+func TestRelayBodyCloseWhileRelaying(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	pr, pw := io.Pipe()
+	b := newRelayBody(pr, &relay{methods: []string{"notifications/progress"}, fn: func(*jsonrpc.Request) {
+		close(entered)
+		<-release
+	}}, hclog.NewNullLogger())
+	go pw.Write([]byte("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n"))
+	readDone := make(chan error, 1)
+	go func() {
+		_, err := b.Read(make([]byte, 512))
+		readDone <- err
+	}()
+	<-entered
+	closed := make(chan struct{})
+	go func() {
+		b.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the relay")
+	}
+	close(release)
+	if err := <-readDone; err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	select {
+	case <-b.stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parser goroutine did not end after Close")
+	}
+}
