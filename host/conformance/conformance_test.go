@@ -66,6 +66,39 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// notificationRepeats is how often TestNotificationScenariosThroughRemoteUpstreams
+// runs each notification scenario: before mcpvisor ordered an HTTP
+// upstream's notifications, tools-call-with-progress failed most runs.
+const notificationRepeats = 5
+
+// TestNotificationScenariosThroughRemoteUpstreams runs the scenarios that
+// count notifications sent during a call (progress, logging) repeatedly
+// through mcpvisor fronting the everything example over streamable HTTP
+// and over legacy SSE. Each run must pass: a notification that reaches the
+// client after the call's result, or not at all, fails it.
+func TestNotificationScenariosThroughRemoteUpstreams(t *testing.T) {
+	requireTools(t)
+	for _, mode := range []string{"http", "sse"} {
+		t.Run(mode, func(t *testing.T) {
+			p := startProcess(t, "everything", exec.Command(everythingBin, "-"+mode, "127.0.0.1:0"))
+			line := p.waitLine(t, "listening on ")
+			upURL := strings.TrimSpace(line[strings.Index(line, "listening on ")+len("listening on "):])
+			attrs := fmt.Sprintf("url = %s", strconv.Quote(upURL))
+			if mode == "sse" {
+				attrs += "\n  transport = \"sse\""
+			}
+			url := startMcpvisor(t, attrs, mcpvisorReadyTool)
+			for _, scenario := range []string{"tools-call-with-progress", "tools-call-with-logging"} {
+				for i := 1; i <= notificationRepeats; i++ {
+					if r := runScenario(t, url, scenario); r.Outcome != passed {
+						t.Errorf("%s, run %d of %d: %s:\n%s", scenario, i, notificationRepeats, r.Outcome, r.problems())
+					}
+				}
+			}
+		})
+	}
+}
+
 // nameArtifacts are scenarios npm's server-everything passes directly only
 // because it answers for names it does not have (the suite's test_* tools,
 // test://watched-resource). mcpvisor cannot route a name no upstream has

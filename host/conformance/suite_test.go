@@ -110,6 +110,23 @@ func runSuite(t *testing.T, url string) map[string]result {
 	return results
 }
 
+// runScenario runs one server scenario against url and returns its result.
+func runScenario(t *testing.T, url, scenario string) result {
+	t.Helper()
+	tl := requireTools(t)
+	out := t.TempDir()
+	stdout := runNode(t, tl, out, suiteTimeout, "server", "--url", url, "--scenario", scenario, "-o", out)
+	results, err := readResults(out)
+	if err != nil {
+		t.Fatalf("conformance scenario %s against %s: %v\n%s", scenario, url, err, tail(stdout, 8000))
+	}
+	r, ok := results[scenario]
+	if !ok {
+		return result{Outcome: failed, Checks: []check{{ID: scenario, Status: "FAILURE", ErrorMessage: "the suite wrote no checks.json for this scenario"}}}
+	}
+	return r
+}
+
 // scenarioLine matches a line of `conformance list --server`:
 // "  - tools-list [2025-06-18,2025-11-25]".
 var scenarioLine = regexp.MustCompile(`^\s+- (\S+)`)
