@@ -13,6 +13,7 @@
 //
 //	<name> server starting pid=<pid>
 //	listening on http://127.0.0.1:<port>/mcp     (or /sse with -sse)
+//	listening on unix:<path>                     (with -unix)
 //	forgot <n> sessions                          (after SIGUSR1)
 package serve
 
@@ -58,6 +59,10 @@ type Flags struct {
 	// SSE is the address for the legacy SSE transport at /sse; empty means
 	// not SSE.
 	SSE string
+	// Unix is the path of a Unix socket on which every connection is a
+	// client speaking newline-delimited JSON-RPC (stdio's framing), as
+	// mcpvisor's unix transport plugin does; empty means not a socket.
+	Unix string
 	// SessionTTL closes streamable HTTP sessions idle this long; zero means
 	// never. Later requests with the old session id get HTTP 404.
 	SessionTTL time.Duration
@@ -77,6 +82,7 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.HTTP, "http", "", "serve streamable HTTP at "+StreamablePath+" on `addr` (e.g. 127.0.0.1:0) instead of stdio")
 	fs.StringVar(&f.SSE, "sse", "", "serve the legacy SSE transport at "+SSEPath+" on `addr` instead of stdio")
+	fs.StringVar(&f.Unix, "unix", "", "serve newline-delimited JSON-RPC on each connection to a Unix socket at `path` instead of stdio")
 	fs.DurationVar(&f.SessionTTL, "session-ttl", 0, "with -http, forget sessions idle for `duration` (later requests get 404)")
 	fs.BoolVar(&f.ForgetSessionsSignal, "forget-sessions-signal", false, "with -http or -sse, drop all sessions on SIGUSR1")
 	fs.BoolVar(&f.Stateless, "stateless", false, "with -http, serve without sessions")
@@ -87,8 +93,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 // Validate reports flag combinations that make no sense.
 func (f *Flags) Validate() error {
 	switch {
-	case f.HTTP != "" && f.SSE != "":
-		return errors.New("-http and -sse are mutually exclusive")
+	case f.HTTP != "" && f.SSE != "", f.Unix != "" && (f.HTTP != "" || f.SSE != ""):
+		return errors.New("-http, -sse and -unix are mutually exclusive")
 	case f.SessionTTL < 0:
 		return errors.New("-session-ttl must not be negative")
 	case f.SessionTTL > 0 && f.HTTP == "":
@@ -170,8 +176,42 @@ func Run(ctx context.Context, server *mcp.Server, f *Flags, log io.Writer) error
 			return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return server }, nil)
 		}
 		return serveHTTP(ctx, server, f, log, f.SSE, SSEPath, newHandler)
+	case f.Unix != "":
+		return serveUnix(ctx, server, f.Unix, log)
 	default:
 		return server.Run(ctx, &mcp.StdioTransport{})
+	}
+}
+
+// serveUnix serves each connection to a Unix socket at path as one client
+// until ctx is done; then the socket is removed and the sessions closed.
+func serveUnix(ctx context.Context, server *mcp.Server, path string, log io.Writer) error {
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "listening on unix:%s\n", path)
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			closeSessions(server.Sessions())
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		wg.Go(func() {
+			defer conn.Close()
+			ss, err := server.Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+			if err != nil {
+				return
+			}
+			ss.Wait()
+		})
 	}
 }
 

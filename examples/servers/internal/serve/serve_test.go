@@ -1,10 +1,86 @@
 package serve
 
 import (
+	"context"
 	"net"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// syncBuffer is a log that Run writes to while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// With -unix, two clients connect to the socket at once, each with a
+// session of its own; cancelling Run ends both and returns nil.
+func TestRunUnix(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	server := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "hi"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var log syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, server, &Flags{Unix: sock}, &log) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(log.String(), "listening on unix:"+sock) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no listening line; log: %q", log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var sessions []*mcp.ClientSession
+	for range 2 {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).
+			Connect(ctx, &mcp.IOTransport{Reader: conn, Writer: conn}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, cs)
+	}
+	for i, cs := range sessions {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "hi"})
+		if err != nil || res.Content[0].(*mcp.TextContent).Text != "hello" {
+			t.Fatalf("client %d: %v %v", i, res, err)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	for _, cs := range sessions {
+		cs.Close()
+	}
+}
 
 func TestValidate(t *testing.T) {
 	tests := []struct {
@@ -16,6 +92,9 @@ func TestValidate(t *testing.T) {
 		{Flags{HTTP: ":0", Stateless: true, ForgetSessionsSignal: true}, true},
 		{Flags{SSE: ":0", ForgetSessionsSignal: true}, true},
 		{Flags{HTTP: ":0", SSE: ":0"}, false},
+		{Flags{Unix: "/tmp/s.sock"}, true},
+		{Flags{Unix: "/tmp/s.sock", HTTP: ":0"}, false},
+		{Flags{Unix: "/tmp/s.sock", SSE: ":0"}, false},
 		{Flags{SessionTTL: time.Second}, false},
 		{Flags{SSE: ":0", SessionTTL: time.Second}, false},
 		{Flags{HTTP: ":0", SessionTTL: -time.Second}, false},
