@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -30,7 +29,6 @@ const crashExitCode = 3
 
 // Limits that keep a mistyped argument from tying the server up.
 const (
-	maxSleep         = 10 * time.Minute
 	maxProgressSteps = 10000
 	maxStepInterval  = time.Minute
 )
@@ -77,11 +75,7 @@ func newServer(f *serve.Flags) *mcp.Server {
 		Description: "Returns image, audio, resource_link and embedded resource content, with _meta.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 	}, image)
-	mcp.AddTool(server, &mcp.Tool{
-		Name:        "sleep",
-		Description: "Sleeps for ms milliseconds, or until the call is canceled.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false},
-	}, sleep)
+	serve.AddSleepTool(server)
 	serve.AddPIDTool(server)
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "crash",
@@ -92,11 +86,7 @@ func newServer(f *serve.Flags) *mcp.Server {
 		Name:        "progress",
 		Description: "Sends steps progress notifications using the request's progress token, then returns.",
 	}, progress)
-	mcp.AddTool(server, &mcp.Tool{
-		Name:        "roots",
-		Description: "Asks the client for its roots (roots/list) and returns their URIs, one per line.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, roots)
+	serve.AddRootsTool(server, "roots")
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "meta",
 		Description: "Returns, as JSON, the request's _meta and the traceparent HTTP header it arrived with (empty over stdio).",
@@ -122,18 +112,6 @@ func meta(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToo
 		return nil, nil, err
 	}
 	return &mcp.CallToolResult{Content: text(string(b))}, nil, nil
-}
-
-func roots(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-	res, err := req.Session.ListRoots(ctx, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	var uris []string
-	for _, r := range res.Roots {
-		uris = append(uris, r.URI)
-	}
-	return &mcp.CallToolResult{Content: text(strings.Join(uris, "\n"))}, nil, nil
 }
 
 func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
@@ -212,27 +190,6 @@ func image(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult
 			},
 		},
 	}, nil, nil
-}
-
-type sleepInput struct {
-	Ms int `json:"ms" jsonschema:"how long to sleep, in milliseconds"`
-}
-
-func sleep(ctx context.Context, _ *mcp.CallToolRequest, in sleepInput) (*mcp.CallToolResult, any, error) {
-	d := time.Duration(in.Ms) * time.Millisecond
-	if in.Ms < 0 || d > maxSleep {
-		return nil, nil, fmt.Errorf("ms must be between 0 and %d", maxSleep.Milliseconds())
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return &mcp.CallToolResult{Content: text(fmt.Sprintf("slept %dms", in.Ms))}, nil, nil
-	case <-ctx.Done():
-		// A line a host's test can wait for: the cancellation reached us.
-		fmt.Fprintf(os.Stderr, "sleep canceled: %v\n", ctx.Err())
-		return nil, nil, ctx.Err()
-	}
 }
 
 func crash(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {

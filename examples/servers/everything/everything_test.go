@@ -138,7 +138,7 @@ func TestListTools(t *testing.T) {
 		}
 	}
 	want := []string{
-		"json_schema_2020_12_tool", "pid",
+		"json_schema_2020_12_tool", "list_roots", "pid", "sleep",
 		"test_audio_content", "test_elicitation", "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums",
 		"test_embedded_resource", "test_error_handling", "test_image_content", "test_multiple_content_types",
 		"test_reconnection", "test_sampling", "test_simple_text", "test_tool_with_logging", "test_tool_with_progress",

@@ -30,6 +30,10 @@
 //	                                  event store the result would be lost
 //	update_watched_resource           changes test://watched-resource and notifies
 //	                                  its subscribers (not used by the suite)
+//	list_roots                        asks the client for roots/list mid-call; their
+//	                                  URIs, one per line (not used by the suite)
+//	sleep {ms*}                       waits ms milliseconds or until cancelled
+//	                                  (not used by the suite)
 //
 // Resources: test://static-text (text/plain), test://static-binary (image/png
 // blob), the template test://template/{id}/data (application/json echoing id)

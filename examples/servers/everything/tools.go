@@ -171,6 +171,8 @@ func (e *everything) addTools(f *serve.Flags) {
 		Description: "Asks the client to elicit a username and email from the user, showing message, and returns the answer.",
 	}, elicitation)
 	serve.AddPIDTool(s)
+	serve.AddSleepTool(s)
+	serve.AddRootsTool(s, "list_roots")
 	serve.AddExtraTool(s, f)
 }
 

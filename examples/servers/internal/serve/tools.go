@@ -2,8 +2,11 @@ package serve
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -47,5 +50,59 @@ func AddPIDTool(server *mcp.Server) {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil
+	})
+}
+
+// maxSleep keeps a mistyped argument of the sleep tool from tying the
+// server up.
+const maxSleep = 10 * time.Minute
+
+// SleepInput is the input of the sleep tool.
+type SleepInput struct {
+	Ms int `json:"ms" jsonschema:"how long to sleep, in milliseconds"`
+}
+
+// AddSleepTool adds the tool "sleep", which waits ms milliseconds, or until
+// the call is cancelled, writing "sleep canceled: <why>" to stderr then: a
+// line a host's test can wait for.
+func AddSleepTool(server *mcp.Server) {
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        "sleep",
+		Description: "Sleeps for ms milliseconds, or until the call is canceled.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false},
+	}, func(ctx context.Context, _ *mcp.CallToolRequest, in SleepInput) (*mcp.CallToolResult, any, error) {
+		d := time.Duration(in.Ms) * time.Millisecond
+		if in.Ms < 0 || d > maxSleep {
+			return nil, nil, fmt.Errorf("ms must be between 0 and %d", maxSleep.Milliseconds())
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("slept %dms", in.Ms)}}}, nil, nil
+		case <-ctx.Done():
+			fmt.Fprintf(os.Stderr, "sleep canceled: %v\n", ctx.Err())
+			return nil, nil, ctx.Err()
+		}
+	})
+}
+
+// AddRootsTool adds a tool named name that asks the client for its roots
+// (roots/list) during the call and returns their URIs, one per line.
+func AddRootsTool(server *mcp.Server, name string) {
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        name,
+		Description: "Asks the client for its roots (roots/list) and returns their URIs, one per line.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.ListRoots(ctx, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		var uris []string
+		for _, r := range res.Roots {
+			uris = append(uris, r.URI)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(uris, "\n")}}}, nil, nil
 	})
 }
