@@ -121,6 +121,8 @@ type Gateway struct {
 	subs  map[string]map[*mcp.ServerSession]bool
 
 	forwarded atomic.Uint64 // tools/call requests that skipped the SDK server
+
+	inputs inputBridge // calls of 2026-07-28 clients waiting for their answers
 }
 
 // unsubscribeTimeout bounds the upstream unsubscribe made on behalf of a
@@ -184,9 +186,7 @@ func (g *Gateway) dormantTools(next mcp.MethodHandler) mcp.MethodHandler {
 			if r, ok := req.(*mcp.CallToolRequest); ok && g.registry != nil && r.Params != nil {
 				if _, live := g.registry.LookupTool(r.Params.Name); !live {
 					if e, ok := g.registry.LookupDormant(r.Params.Name); ok {
-						p := *r.Params
-						p.Name = e.Original
-						return g.backend.CallTool(ctx, downstream(r.Session), e.Server, &p)
+						return g.callTool(ctx, r, e.Server, e.Original)
 					}
 				}
 			}
@@ -319,23 +319,67 @@ func (g *Gateway) guard(kind, name, server string, add, withdraw func()) {
 // name. The result and any error pass through unchanged.
 func (g *Gateway) toolHandler(server, original string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		p := *req.Params
-		p.Name = original
-		return g.backend.CallTool(g.requestContext(ctx, req.Extra), downstream(req.Session), server, &p)
+		return g.callTool(ctx, req, server, original)
 	}
+}
+
+func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, server, original string) (*mcp.CallToolResult, error) {
+	p := *req.Params
+	p.Name = original
+	ctx = g.requestContext(ctx, req.Extra)
+	if !needsInputBridge(req.Session) {
+		return g.backend.CallTool(ctx, downstream(req.Session), server, &p)
+	}
+	state, answers := p.RequestState, p.InputResponses
+	p.RequestState, p.InputResponses = "", nil
+	res, asks, state, err := g.inputs.run(ctx, req.Session, state, answers, p.GetProgressToken(),
+		func(cctx context.Context, d *bridgedCall) (mcp.Result, error) {
+			return g.backend.CallTool(cctx, d, server, &p)
+		})
+	if err != nil || asks != nil {
+		return &mcp.CallToolResult{InputRequests: asks, RequestState: state}, err
+	}
+	return res.(*mcp.CallToolResult), nil
 }
 
 func (g *Gateway) promptHandler(server, original string) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		p := *req.Params
 		p.Name = original
-		return g.backend.GetPrompt(g.requestContext(ctx, req.Extra), downstream(req.Session), server, &p)
+		ctx = g.requestContext(ctx, req.Extra)
+		if !needsInputBridge(req.Session) {
+			return g.backend.GetPrompt(ctx, downstream(req.Session), server, &p)
+		}
+		state, answers := p.RequestState, p.InputResponses
+		p.RequestState, p.InputResponses = "", nil
+		res, asks, state, err := g.inputs.run(ctx, req.Session, state, answers, p.GetProgressToken(),
+			func(cctx context.Context, d *bridgedCall) (mcp.Result, error) {
+				return g.backend.GetPrompt(cctx, d, server, &p)
+			})
+		if err != nil || asks != nil {
+			return &mcp.GetPromptResult{InputRequests: asks, RequestState: state}, err
+		}
+		return res.(*mcp.GetPromptResult), nil
 	}
 }
 
 func (g *Gateway) resourceHandler(server string) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		return g.backend.ReadResource(g.requestContext(ctx, req.Extra), downstream(req.Session), server, req.Params)
+		ctx = g.requestContext(ctx, req.Extra)
+		if !needsInputBridge(req.Session) {
+			return g.backend.ReadResource(ctx, downstream(req.Session), server, req.Params)
+		}
+		p := *req.Params
+		state, answers := p.RequestState, p.InputResponses
+		p.RequestState, p.InputResponses = "", nil
+		res, asks, state, err := g.inputs.run(ctx, req.Session, state, answers, p.GetProgressToken(),
+			func(cctx context.Context, d *bridgedCall) (mcp.Result, error) {
+				return g.backend.ReadResource(cctx, d, server, &p)
+			})
+		if err != nil || asks != nil {
+			return &mcp.ReadResourceResult{InputRequests: asks, RequestState: state}, err
+		}
+		return res.(*mcp.ReadResourceResult), nil
 	}
 }
 

@@ -27,7 +27,14 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			Logger:         logger,
 			SessionTimeout: g.opts.SessionTimeout,
 		})
-		stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: logger, Stateless: true})
+		// A 2026-07-28 request is its POST: when the client goes away the
+		// request is over, and the upstream call made for it is cancelled
+		// (a notifications/cancelled would reach no session).
+		stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+			Logger:                       logger,
+			Stateless:                    true,
+			PropagateRequestCancellation: true,
+		})
 		g.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessProtocolVersion {
 				stateless.ServeHTTP(w, r)

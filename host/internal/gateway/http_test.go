@@ -128,3 +128,23 @@ func post(t *testing.T, srv *httptest.Server, header map[string]string) *http.Re
 	}
 	return resp
 }
+
+// A 2026-07-28 retry naming a requestState this gateway does not hold (the
+// call ended, or the retry reached another replica) gets an error saying to
+// call again without it, never a call made with the client's leftovers.
+func TestUnknownRequestStateRefused(t *testing.T) {
+	e := newEnv(t, gateway.Options{})
+	srv := serveHTTP(t, e)
+	cs, err := connectHTTP(t, srv, "2026-07-28", nil, &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "alpha__content", RequestState: "0123456789abcdef0123456789abcdef"})
+	if err == nil || !strings.Contains(err.Error(), "requestState") || !strings.Contains(err.Error(), "without requestState") {
+		t.Fatalf("call with an unknown requestState: %v, want an error saying to call again without it", err)
+	}
+	// The same call without it works.
+	if _, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "alpha__content"}); err != nil {
+		t.Fatalf("call without requestState: %v", err)
+	}
+}
