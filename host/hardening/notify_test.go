@@ -95,6 +95,29 @@ func describe(msgs []wireMessage) string {
 	return b.String()
 }
 
+// remoteUpstream is a way to reach an example server over the network.
+type remoteUpstream struct {
+	name  string
+	flags []string // the server's, besides the address
+	attrs string   // of the server block, besides url
+}
+
+// remoteUpstreams: streamable HTTP on the default session-based version,
+// on 2026-07-28 (stateless, one POST per request), and legacy SSE.
+var remoteUpstreams = []remoteUpstream{
+	{"http", []string{"-http"}, ""},
+	{"http-2026-07-28", []string{"-stateless", "-http"}, "  protocol_version = \"2026-07-28\"\n"},
+	{"sse", []string{"-sse"}, "  transport = \"sse\"\n"},
+}
+
+// block starts the example server bin as u describes and returns a server
+// block named name that reaches it.
+func (u remoteUpstream) block(t *testing.T, bin, name string) string {
+	t.Helper()
+	srv := testutil.StartServer(t, bins[bin], append(u.flags, freeAddr(t))...)
+	return fmt.Sprintf("server %q {\n  url = %s\n%s}\n", name, hclString(srv.URL), u.attrs)
+}
+
 // Regression (#13): every progress notification an HTTP or legacy SSE
 // upstream sends about a call reaches the client on the call's own stream,
 // in order, before the call's result. The go-sdk client hands a response
@@ -102,14 +125,9 @@ func describe(msgs []wireMessage) string {
 // goroutine, so without mcpvisor ordering them the last ones arrived after
 // the result, where the downstream stream was already closed: dropped.
 func TestProgressPrecedesResultFromRemoteUpstreams(t *testing.T) {
-	for _, mode := range []string{"http", "sse"} {
-		t.Run(mode, func(t *testing.T) {
-			up := testutil.StartServer(t, bins["echo"], "-"+mode, freeAddr(t))
-			block := fmt.Sprintf("server \"web\" {\n  url = %s\n", hclString(up.URL))
-			if mode == "sse" {
-				block += "  transport = \"sse\"\n"
-			}
-			mv := startMcpvisor(t, block+"}\n")
+	for _, up := range remoteUpstreams {
+		t.Run(up.name, func(t *testing.T) {
+			mv := startMcpvisor(t, up.block(t, "echo", "web"))
 			waitTool(t, connectClient(t, mv), "web__progress")
 			s := openRawSession(t, mv)
 			const steps = 3
@@ -137,14 +155,9 @@ func TestProgressPrecedesResultFromRemoteUpstreams(t *testing.T) {
 // Regression (#13): log messages an HTTP or legacy SSE upstream sends
 // while handling a call reach the client before the call's result.
 func TestLogsPrecedeResultFromRemoteUpstreams(t *testing.T) {
-	for _, mode := range []string{"http", "sse"} {
-		t.Run(mode, func(t *testing.T) {
-			up := testutil.StartServer(t, bins["everything"], "-"+mode, freeAddr(t))
-			block := fmt.Sprintf("server \"ev\" {\n  url = %s\n", hclString(up.URL))
-			if mode == "sse" {
-				block += "  transport = \"sse\"\n"
-			}
-			mv := startMcpvisor(t, block+"}\n")
+	for _, up := range remoteUpstreams {
+		t.Run(up.name, func(t *testing.T) {
+			mv := startMcpvisor(t, up.block(t, "everything", "ev"))
 			waitTool(t, connectClient(t, mv), "ev__test_tool_with_logging")
 			s := openRawSession(t, mv)
 			if got := s.call(t, 1, "logging/setLevel", `{"level":"debug"}`); !strings.Contains(got, `"result"`) {

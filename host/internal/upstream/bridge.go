@@ -14,6 +14,11 @@ client. So on the way up those keys are dropped for older sessions; the
 session's own version and client identity are mcpvisor's. Results need no
 translation on the way down: the SDK server encodes them for the
 downstream's version.
+
+A 2026-07-28 session has no logging/setLevel: the log level travels in each
+request's _meta. mcpvisor asks such an upstream for every level on every
+request (as it sets "debug" on older sessions) and filters per downstream
+client itself, by the level that client set or sent.
 */
 
 import (
@@ -35,7 +40,18 @@ var perRequestMetaKeys = []string{
 // it: without the per-request client keys on a session older than
 // 2026-07-28. meta itself is never modified.
 func (sess *session) bridgeMeta(meta mcp.Meta) mcp.Meta {
-	if len(meta) == 0 || sess.version() >= statelessProtocolVersion {
+	if sess.version() >= statelessProtocolVersion {
+		if !sess.logs() {
+			return meta
+		}
+		out := maps.Clone(meta)
+		if out == nil {
+			out = mcp.Meta{}
+		}
+		out[mcp.MetaKeyLogLevel] = "debug"
+		return out
+	}
+	if len(meta) == 0 {
 		return meta
 	}
 	var out mcp.Meta
@@ -62,4 +78,10 @@ func (sess *session) version() string {
 		return ir.ProtocolVersion
 	}
 	return ""
+}
+
+// logs reports whether the upstream offers log messages.
+func (sess *session) logs() bool {
+	ir := sess.cs.InitializeResult()
+	return ir != nil && ir.Capabilities != nil && ir.Capabilities.Logging != nil
 }

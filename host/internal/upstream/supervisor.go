@@ -816,9 +816,10 @@ func (s *Supervisor) connect() (*session, error) {
 		s.closeSession(sess)
 		return nil, fmt.Errorf("listing tools, resources and prompts: %w", err)
 	}
-	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Logging != nil {
+	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Logging != nil && ir.ProtocolVersion < statelessProtocolVersion {
 		// Ask for everything; each downstream session filters by the level
-		// its client set, as the go-sdk server does for its own logs.
+		// its client set, as the go-sdk server does for its own logs. (A
+		// 2026-07-28 session is asked per request: bridge.go.)
 		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 			s.logger.Debug("logging/setLevel on the upstream failed", "error", err)
 		}
