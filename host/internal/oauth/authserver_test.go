@@ -30,14 +30,15 @@ type protectedServer struct {
 	srv      *httptest.Server
 	lifetime time.Duration // of access tokens
 
-	mu       sync.Mutex
-	clients  map[string]string    // client id → secret ("" for public)
-	codes    map[string]codeGrant // authorization code → grant
-	access   map[string]time.Time // access token → expiry
-	refresh  map[string]bool      // refresh token → valid
-	issued   []string             // every token issued, for leak checks
-	counts   map[string]int       // grant type → tokens issued
-	resource map[string]int       // resource parameter values seen at /token
+	mu              sync.Mutex
+	clients         map[string]string    // client id → secret ("" for public)
+	codes           map[string]codeGrant // authorization code → grant
+	access          map[string]time.Time // access token → expiry
+	refresh         map[string]bool      // refresh token → valid
+	issued          []string             // every token issued, for leak checks
+	counts          map[string]int       // grant type → tokens issued
+	resource        map[string]int       // resource parameter values seen at /token
+	resourceByGrant map[string]int       // token requests with a resource, by grant type
 }
 
 type codeGrant struct {
@@ -49,7 +50,7 @@ func newProtectedServer(t *testing.T, lifetime time.Duration) *protectedServer {
 		t: t, lifetime: lifetime,
 		clients: map[string]string{"cc-client": "cc-secret"},
 		codes:   map[string]codeGrant{}, access: map[string]time.Time{}, refresh: map[string]bool{},
-		counts: map[string]int{}, resource: map[string]int{},
+		counts: map[string]int{}, resource: map[string]int{}, resourceByGrant: map[string]int{},
 	}
 	mux := http.NewServeMux()
 	p.srv = httptest.NewServer(mux)
@@ -176,10 +177,10 @@ func (p *protectedServer) token(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
 		return
 	}
+	grant := f.Get("grant_type")
 	if res := f.Get("resource"); res != "" {
 		p.resource[res]++
 	}
-	grant := f.Get("grant_type")
 	withRefresh := true
 	switch grant {
 	case "authorization_code":
@@ -205,6 +206,9 @@ func (p *protectedServer) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.counts[grant]++
+	if f.Get("resource") != "" {
+		p.resourceByGrant[grant]++
+	}
 	access := "at-" + rand.Text()
 	p.access[access] = time.Now().Add(p.lifetime)
 	p.issued = append(p.issued, access)
@@ -268,6 +272,14 @@ func browser(ctx context.Context, authURL string) error {
 		return fmt.Errorf("the browser ended at %s with HTTP %s", resp.Request.URL.Path, resp.Status)
 	}
 	return nil
+}
+
+// resourceFor counts the token requests of grant type grant that carried
+// a resource.
+func (p *protectedServer) resourceFor(grant string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.resourceByGrant[grant]
 }
 
 // resourceSeen counts token requests that carried resource.

@@ -212,6 +212,11 @@ server "secure" {
 	if n := ps.resourceSeen(ps.URL()); n == 0 {
 		t.Errorf("no token request carried the resource indicator %q", ps.URL())
 	}
+	// RFC 8707 and the MCP authorization spec: every token request, the
+	// refreshes too, names the resource.
+	if n, with := ps.count("refresh_token"), ps.resourceFor("refresh_token"); n == 0 || with != n {
+		t.Errorf("%d of %d refresh requests carried the resource indicator, want all", with, n)
+	}
 
 	// No token anywhere a person or a log collector sees.
 	statusJSON2, _ := json.Marshal(h.Status())

@@ -46,7 +46,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -306,9 +308,65 @@ func (s *Source) refresh(ctx context.Context) (*oauth2.Token, error) {
 		Endpoint:     oauth2.Endpoint{TokenURL: rec.TokenURL, AuthStyle: rec.AuthStyle},
 		Scopes:       rec.Scopes,
 	}
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, s.cfg.HTTPClient)
+	hc := s.cfg.HTTPClient
+	if rec.Resource != "" {
+		// x/oauth2 sends a refresh with no parameters of ours; RFC 8707
+		// and the MCP authorization spec want the resource on every
+		// token request.
+		hc = withTokenParam(hc, rec.TokenURL, "resource", rec.Resource)
+	}
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
 	// An empty access token makes the token source refresh at once.
 	return conf.TokenSource(ctx, &oauth2.Token{RefreshToken: rec.Token.RefreshToken}).Token()
+}
+
+// withTokenParam returns a client like hc whose form POSTs to tokenURL
+// carry key=value (unless they name key already).
+func withTokenParam(hc *http.Client, tokenURL, key, value string) *http.Client {
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c := *hc
+	c.Transport = &tokenParamTransport{base: base, tokenURL: tokenURL, key: key, value: value}
+	return &c
+}
+
+type tokenParamTransport struct {
+	base                 http.RoundTripper
+	tokenURL, key, value string
+}
+
+// maxTokenRequestBody bounds the form read back from a token request (our
+// own, a few hundred bytes).
+const maxTokenRequestBody = 64 << 10
+
+func (t *tokenParamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.URL.String() != t.tokenURL || req.Body == nil ||
+		!strings.HasPrefix(req.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		return t.base.RoundTrip(req)
+	}
+	b, err := io.ReadAll(io.LimitReader(req.Body, maxTokenRequestBody+1))
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxTokenRequestBody {
+		return nil, fmt.Errorf("token request body over %d bytes", maxTokenRequestBody)
+	}
+	form, err := url.ParseQuery(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("token request body: %w", err)
+	}
+	if !form.Has(t.key) {
+		form.Set(t.key, t.value)
+	}
+	body := form.Encode()
+	req = req.Clone(req.Context())
+	req.Body = io.NopCloser(strings.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+	req.ContentLength = int64(len(body))
+	return t.base.RoundTrip(req)
 }
 
 // clientCredentials gets a token with the client's own credentials,
