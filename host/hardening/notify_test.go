@@ -37,16 +37,32 @@ type wireMessage struct {
 // parser other than the ones mcpvisor and the go-sdk use.
 func (s *rawSession) stream(t *testing.T, id int, method, params string) []wireMessage {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, "http://"+s.mv.addr+"/mcp",
+	return streamRequest(t, s.hc, s.mv, sessionProtocol, s.id, id, method, params)
+}
+
+// statelessMeta is the _meta a 2026-07-28 client sends with every request
+// (SEP-2575): its version, identity and capabilities.
+const statelessMeta = `"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+	`"io.modelcontextprotocol/clientInfo":{"name":"hardening-raw","version":"1"},` +
+	`"io.modelcontextprotocol/clientCapabilities":{}`
+
+// streamRequest POSTs one request to mcpvisor's /mcp as a client on
+// version (in session sessionID, if any) and returns every message of its
+// answer in the order they were written.
+func streamRequest(t *testing.T, hc *http.Client, mv *mcpvisor, version, sessionID string, id int, method, params string) []wireMessage {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+mv.addr+"/mcp",
 		strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", sessionProtocol)
-	req.Header.Set("Mcp-Session-Id", s.id)
-	resp, err := s.hc.Do(req)
+	req.Header.Set("MCP-Protocol-Version", version)
+	if sessionID != "" {
+		req.Header.Set("Mcp-Session-Id", sessionID)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("POST /mcp: %v", err)
 	}
@@ -120,7 +136,8 @@ func (u remoteUpstream) block(t *testing.T, bin, name string) string {
 
 // Regression (#13): every progress notification an HTTP or legacy SSE
 // upstream sends about a call reaches the client on the call's own stream,
-// in order, before the call's result. The go-sdk client hands a response
+// in order, before the call's result — for clients on the session-based
+// protocol and on 2026-07-28 alike. The go-sdk client hands a response
 // to its caller as soon as it reads it but notifications to a handler
 // goroutine, so without mcpvisor ordering them the last ones arrived after
 // the result, where the downstream stream was already closed: dropped.
@@ -133,8 +150,16 @@ func TestProgressPrecedesResultFromRemoteUpstreams(t *testing.T) {
 			const steps = 3
 			for i := 1; i <= notifyRounds; i++ {
 				token := fmt.Sprintf(`"tok-%d"`, i)
-				msgs := s.stream(t, i, "tools/call",
-					fmt.Sprintf(`{"name":"web__progress","arguments":{"steps":%d,"interval_ms":10},"_meta":{"progressToken":%s}}`, steps, token))
+				var msgs []wireMessage
+				if i%2 == 1 {
+					msgs = s.stream(t, i, "tools/call",
+						fmt.Sprintf(`{"name":"web__progress","arguments":{"steps":%d,"interval_ms":10},"_meta":{"progressToken":%s}}`, steps, token))
+				} else {
+					// Every other call as a 2026-07-28 client: stateless,
+					// through the gateway's input bridge.
+					msgs = streamRequest(t, s.hc, mv, "2026-07-28", "", i, "tools/call",
+						fmt.Sprintf(`{"name":"web__progress","arguments":{"steps":%d,"interval_ms":10},"_meta":{"progressToken":%s,%s}}`, steps, token, statelessMeta))
+				}
 				ok := len(msgs) == steps+1
 				for j := 0; ok && j < steps; j++ {
 					m := msgs[j]

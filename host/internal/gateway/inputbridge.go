@@ -113,9 +113,7 @@ func (b *inputBridge) run(ctx context.Context, ss *mcp.ServerSession, state stri
 ) (res mcp.Result, asks mcp.InputRequestMap, newState string, err error) {
 	var c *bridgedCall
 	if state == "" {
-		if c, err = b.start(ctx, start); err != nil {
-			return nil, nil, "", err
-		}
+		c = b.start(ctx, start)
 	} else {
 		b.mu.Lock()
 		c = b.calls[state]
@@ -128,26 +126,38 @@ func (b *inputBridge) run(ctx context.Context, ss *mcp.ServerSession, state stri
 	if err != nil {
 		return nil, nil, "", err
 	}
-	defer c.end()
+	final := false
+	defer func() { c.end(final) }()
 	if len(pending) > 0 {
 		// The client left some of the last round's requests unanswered.
 		return nil, pending, c.id, nil
 	}
 	select {
 	case <-c.done:
+		final = true
 		b.remove(c)
 		return c.res, nil, "", c.err
 	case a := <-c.asks:
-		return nil, c.collect(a), c.id, nil
+		asks := c.collect(a)
+		if err := b.keep(c); err != nil {
+			final = true
+			c.cancel()
+			return nil, nil, "", err
+		}
+		return nil, asks, c.id, nil
 	case <-ctx.Done():
-		// The client cancelled this request: the call is over for it.
+		// The client cancelled this request, or went away: the call is
+		// over for it.
+		final = true
 		c.cancel()
 		b.remove(c)
 		return nil, nil, "", ctx.Err()
 	}
 }
 
-func (b *inputBridge) start(rctx context.Context, start func(ctx context.Context, d *bridgedCall) (mcp.Result, error)) (*bridgedCall, error) {
+// start starts the upstream call on a goroutine of its own. The call is
+// kept (keep) only once it waits for the client's answers.
+func (b *inputBridge) start(rctx context.Context, start func(ctx context.Context, d *bridgedCall) (mcp.Result, error)) *bridgedCall {
 	var raw [16]byte
 	rand.Read(raw[:])
 	// The call outlives the request that started it (it waits for the
@@ -162,24 +172,30 @@ func (b *inputBridge) start(rctx context.Context, start func(ctx context.Context
 		done:   make(chan struct{}),
 		open:   map[string]*inputAsk{},
 	}
+	go func() {
+		defer cancel()
+		c.res, c.err = start(ctx, c)
+		close(c.done)
+	}()
+	return c
+}
+
+// keep makes c findable by its id, unless too many calls wait already.
+func (b *inputBridge) keep(c *bridgedCall) error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.calls[c.id]; ok {
+		return nil
+	}
 	if len(b.calls) >= maxBridgedCalls {
-		b.mu.Unlock()
-		cancel()
-		return nil, fmt.Errorf("mcpvisor has %d calls waiting for their clients' answers to sampling, elicitation or roots requests; "+
+		return fmt.Errorf("mcpvisor has %d calls waiting for their clients' answers to sampling, elicitation or roots requests; "+
 			"answer or cancel those first", maxBridgedCalls)
 	}
 	if b.calls == nil {
 		b.calls = map[string]*bridgedCall{}
 	}
 	b.calls[c.id] = c
-	b.mu.Unlock()
-	go func() {
-		defer cancel()
-		c.res, c.err = start(ctx, c)
-		close(c.done)
-	}()
-	return c, nil
+	return nil
 }
 
 func (b *inputBridge) remove(c *bridgedCall) {
@@ -201,6 +217,14 @@ func (c *bridgedCall) begin(ctx context.Context, ss *mcp.ServerSession, token an
 		c.idle = nil
 	}
 	c.round, c.rctx, c.token = ss, ctx, token
+	select {
+	case <-c.done:
+		// The call ended (its timeout, say) while asking: its questions
+		// need no answers any more.
+		clear(c.open)
+		return nil, nil
+	default:
+	}
 	for key, a := range answers {
 		if ask, ok := c.open[key]; ok {
 			ask.answer <- a
@@ -217,14 +241,16 @@ func (c *bridgedCall) begin(ctx context.Context, ss *mcp.ServerSession, token an
 	return pending, nil
 }
 
-// end closes the current round. Unless a retry comes within inputWait,
-// the call is then cancelled (if still running) and forgotten. (A call
-// whose result a round took is forgotten already; the timer finds
-// nothing to do.)
-func (c *bridgedCall) end() {
+// end closes the current round. Unless the round was the last (final),
+// the call is cancelled (if still running) and forgotten when no retry
+// comes within inputWait.
+func (c *bridgedCall) end(final bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.round, c.rctx, c.token = nil, nil, nil
+	if final {
+		return
+	}
 	c.idle = time.AfterFunc(inputWait, func() {
 		c.cancel()
 		c.bridge.remove(c)
