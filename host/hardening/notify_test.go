@@ -62,6 +62,15 @@ func streamRequest(t *testing.T, hc *http.Client, mv *mcpvisor, version, session
 	if sessionID != "" {
 		req.Header.Set("Mcp-Session-Id", sessionID)
 	}
+	if version >= "2026-07-28" {
+		// SEP-2575's routing headers, checked against the body.
+		var p struct {
+			Name string `json:"name"`
+		}
+		json.Unmarshal([]byte(params), &p)
+		req.Header.Set("Mcp-Method", method)
+		req.Header.Set("Mcp-Name", p.Name)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("POST /mcp: %v", err)
