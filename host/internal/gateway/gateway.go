@@ -14,7 +14,10 @@
 // and data. Only requests that name something the go-sdk server does not
 // route itself (completion references, subscriptions) go through the
 // registry's lock-free lookups. On stdio, tools/call skips the SDK server
-// altogether (forward.go).
+// altogether (forward.go). For clients on 2026-07-28, tools/call,
+// prompts/get and resources/read run through the input bridge
+// (inputbridge.go), which turns an upstream's mid-call sampling,
+// elicitation and roots requests into input_required results.
 package gateway
 
 import (
