@@ -45,11 +45,11 @@ import (
 // inputWait is how long a call waiting for a client's answers is kept
 // after its input_required result was sent. A client that does not come
 // back within it has given up; the upstream call is cancelled.
-const inputWait = 5 * time.Minute
+var inputWait = 5 * time.Minute
 
 // maxBridgedCalls bounds the calls kept waiting for clients' answers, so
 // clients that never come back cannot pile up upstream calls.
-const maxBridgedCalls = 1024
+var maxBridgedCalls = 1024
 
 // needsInputBridge reports whether the client of ss gets server-to-client
 // requests as input_required results: it speaks 2026-07-28 or later (as

@@ -137,14 +137,24 @@ func (b *relayBody) parse(r *relay, logger hclog.Logger) {
 			logger.Debug("event stream no longer relayed", "error", err)
 			return
 		}
-		msg, err := wire.DecodeMessage([]byte(ev.Data))
-		if err != nil {
-			continue
-		}
-		if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() && slices.Contains(r.methods, req.Method) {
+		if req, ok := decodeNotification(ev.Data, r.methods); ok {
 			r.fn(req)
 		}
 	}
+}
+
+// decodeNotification returns the event's data as a notification if it is
+// one whose method is in methods.
+func decodeNotification(data string, methods []string) (*jsonrpc.Request, bool) {
+	msg, err := wire.DecodeMessage([]byte(data))
+	if err != nil {
+		return nil, false
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.IsCall() || !slices.Contains(methods, req.Method) {
+		return nil, false
+	}
+	return req, true
 }
 
 // fedReader is the parser's input: the chunks Read feeds it. Asking for

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/tmaxmax/go-sse"
 )
 
 // stream is an event stream as a streamable HTTP server writes it: three
@@ -173,4 +175,76 @@ func TestRelayBodyCloseWhileRelaying(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the parser goroutine did not end after Close")
 	}
+}
+
+// chunkReader returns at most n bytes per Read.
+type chunkReader struct {
+	data []byte
+	n    int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := min(c.n, len(p), len(c.data))
+	copy(p, c.data[:k])
+	c.data = c.data[k:]
+	return k, nil
+}
+
+// Whatever the stream and however it is cut into reads, the session reads
+// it unchanged, nothing hangs, the parser goroutine ends, and the relay
+// hands on exactly the notifications a parse of the whole stream at once
+// finds.
+func FuzzRelayBody(f *testing.F) {
+	f.Add([]byte(stream), uint8(0))
+	f.Add([]byte(strings.ReplaceAll(stream, "\n", "\r\n")), uint8(2))
+	f.Add([]byte(strings.ReplaceAll(stream, "\n", "\r")), uint8(5))
+	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\"}}"), uint8(9))
+	f.Add([]byte(":\n\ndata\n\nevent: x\nid: 3\nretry: 10\n\n\xef\xbb\xbfdata: {}\n\n"), uint8(63))
+	methods := []string{"notifications/progress", "notifications/message"}
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		var want []string
+		for ev, err := range sse.Read(bytes.NewReader(data), &sse.ReadConfig{MaxEventSize: maxRelayedEvent}) {
+			if err != nil {
+				break
+			}
+			if req, ok := decodeNotification(ev.Data, methods); ok {
+				want = append(want, req.Method+" "+string(req.Params))
+			}
+		}
+		var mu sync.Mutex
+		var got []string
+		b := newRelayBody(io.NopCloser(&chunkReader{data: data, n: int(chunk)%64 + 1}),
+			&relay{methods: methods, fn: func(req *jsonrpc.Request) {
+				mu.Lock()
+				got = append(got, req.Method+" "+string(req.Params))
+				mu.Unlock()
+			}}, hclog.NewNullLogger())
+		read := make(chan []byte, 1)
+		go func() {
+			out, _ := io.ReadAll(b)
+			read <- out
+		}()
+		select {
+		case out := <-read:
+			if !bytes.Equal(out, data) {
+				t.Fatalf("the session read %q, want %q", out, data)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("reading the body hung")
+		}
+		b.Close()
+		select {
+		case <-b.stopped:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the parser goroutine did not end after Close")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(got, want) {
+			t.Fatalf("relayed %q, want %q", got, want)
+		}
+	})
 }
