@@ -135,12 +135,15 @@ var remoteUpstreams = []remoteUpstream{
 	{"sse", []string{"-sse"}, "  transport = \"sse\"\n"},
 }
 
-// block starts the example server bin as u describes and returns a server
-// block named name that reaches it.
-func (u remoteUpstream) block(t *testing.T, bin, name string) string {
+// serve starts the example server bin as u describes and an mcpvisor
+// whose server block name reaches it, waits until mcpvisor lists the
+// server's tool, and opens a raw session on mcpvisor.
+func (u remoteUpstream) serve(t *testing.T, bin, name, tool string) (*mcpvisor, *rawSession) {
 	t.Helper()
 	srv := testutil.StartServer(t, bins[bin], append(u.flags, freeAddr(t))...)
-	return fmt.Sprintf("server %q {\n  url = %s\n%s}\n", name, hclString(srv.URL), u.attrs)
+	mv := startMcpvisor(t, fmt.Sprintf("server %q {\n  url = %s\n%s}\n", name, hclString(srv.URL), u.attrs))
+	waitTool(t, connectClient(t, mv), name+"__"+tool)
+	return mv, openRawSession(t, mv)
 }
 
 // Regression (#13): every progress notification an HTTP or legacy SSE
@@ -153,9 +156,7 @@ func (u remoteUpstream) block(t *testing.T, bin, name string) string {
 func TestProgressPrecedesResultFromRemoteUpstreams(t *testing.T) {
 	for _, up := range remoteUpstreams {
 		t.Run(up.name, func(t *testing.T) {
-			mv := startMcpvisor(t, up.block(t, "echo", "web"))
-			waitTool(t, connectClient(t, mv), "web__progress")
-			s := openRawSession(t, mv)
+			mv, s := up.serve(t, "echo", "web", "progress")
 			const steps = 3
 			for i := 1; i <= notifyRounds; i++ {
 				token := fmt.Sprintf(`"tok-%d"`, i)
@@ -191,9 +192,7 @@ func TestProgressPrecedesResultFromRemoteUpstreams(t *testing.T) {
 func TestLogsPrecedeResultFromRemoteUpstreams(t *testing.T) {
 	for _, up := range remoteUpstreams {
 		t.Run(up.name, func(t *testing.T) {
-			mv := startMcpvisor(t, up.block(t, "everything", "ev"))
-			waitTool(t, connectClient(t, mv), "ev__test_tool_with_logging")
-			s := openRawSession(t, mv)
+			_, s := up.serve(t, "everything", "ev", "test_tool_with_logging")
 			if got := s.call(t, 1, "logging/setLevel", `{"level":"debug"}`); !strings.Contains(got, `"result"`) {
 				t.Fatalf("logging/setLevel: %s", got)
 			}

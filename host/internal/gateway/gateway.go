@@ -335,14 +335,13 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, server
 	}
 	state, answers := p.RequestState, p.InputResponses
 	p.RequestState, p.InputResponses = "", nil
-	res, asks, state, err := g.inputs.run(ctx, req.Session, state, answers, p.GetProgressToken(),
-		func(cctx context.Context, d *bridgedCall) (mcp.Result, error) {
-			return g.backend.CallTool(cctx, d, server, &p)
+	return bridged(g, ctx, req.Session, state, answers, p.GetProgressToken(),
+		func(ctx context.Context, d upstream.Downstream) (*mcp.CallToolResult, error) {
+			return g.backend.CallTool(ctx, d, server, &p)
+		},
+		func(asks mcp.InputRequestMap, state string) *mcp.CallToolResult {
+			return &mcp.CallToolResult{InputRequests: asks, RequestState: state}
 		})
-	if err != nil || asks != nil {
-		return &mcp.CallToolResult{InputRequests: asks, RequestState: state}, err
-	}
-	return res.(*mcp.CallToolResult), nil
 }
 
 func (g *Gateway) promptHandler(server, original string) mcp.PromptHandler {
@@ -355,14 +354,13 @@ func (g *Gateway) promptHandler(server, original string) mcp.PromptHandler {
 		}
 		state, answers := p.RequestState, p.InputResponses
 		p.RequestState, p.InputResponses = "", nil
-		res, asks, state, err := g.inputs.run(ctx, req.Session, state, answers, p.GetProgressToken(),
-			func(cctx context.Context, d *bridgedCall) (mcp.Result, error) {
-				return g.backend.GetPrompt(cctx, d, server, &p)
+		return bridged(g, ctx, req.Session, state, answers, p.GetProgressToken(),
+			func(ctx context.Context, d upstream.Downstream) (*mcp.GetPromptResult, error) {
+				return g.backend.GetPrompt(ctx, d, server, &p)
+			},
+			func(asks mcp.InputRequestMap, state string) *mcp.GetPromptResult {
+				return &mcp.GetPromptResult{InputRequests: asks, RequestState: state}
 			})
-		if err != nil || asks != nil {
-			return &mcp.GetPromptResult{InputRequests: asks, RequestState: state}, err
-		}
-		return res.(*mcp.GetPromptResult), nil
 	}
 }
 
@@ -375,14 +373,13 @@ func (g *Gateway) resourceHandler(server string) mcp.ResourceHandler {
 		p := *req.Params
 		state, answers := p.RequestState, p.InputResponses
 		p.RequestState, p.InputResponses = "", nil
-		res, asks, state, err := g.inputs.run(ctx, req.Session, state, answers, p.GetProgressToken(),
-			func(cctx context.Context, d *bridgedCall) (mcp.Result, error) {
-				return g.backend.ReadResource(cctx, d, server, &p)
+		return bridged(g, ctx, req.Session, state, answers, p.GetProgressToken(),
+			func(ctx context.Context, d upstream.Downstream) (*mcp.ReadResourceResult, error) {
+				return g.backend.ReadResource(ctx, d, server, &p)
+			},
+			func(asks mcp.InputRequestMap, state string) *mcp.ReadResourceResult {
+				return &mcp.ReadResourceResult{InputRequests: asks, RequestState: state}
 			})
-		if err != nil || asks != nil {
-			return &mcp.ReadResourceResult{InputRequests: asks, RequestState: state}, err
-		}
-		return res.(*mcp.ReadResourceResult), nil
 	}
 }
 

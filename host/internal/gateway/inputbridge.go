@@ -40,6 +40,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
 // inputWait is how long a call waiting for a client's answers is kept
@@ -349,25 +351,39 @@ func (c *bridgedCall) CreateMessage(ctx context.Context, p *mcp.CreateMessagePar
 }
 
 func (c *bridgedCall) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	resp, err := c.ask(ctx, p)
+	return askFor[*mcp.ElicitResult](ctx, c, "elicitation/create", p)
+}
+
+func (c *bridgedCall) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return askFor[*mcp.ListRootsResult](ctx, c, "roots/list", p)
+}
+
+// askFor asks the client req (a method request) and wants an answer of
+// type R.
+func askFor[R mcp.InputResponse](ctx context.Context, c *bridgedCall, method string, req mcp.InputRequest) (R, error) {
+	var zero R
+	resp, err := c.ask(ctx, req)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	r, ok := resp.(*mcp.ElicitResult)
+	r, ok := resp.(R)
 	if !ok {
-		return nil, fmt.Errorf("the client answered elicitation/create with a %T", resp)
+		return zero, fmt.Errorf("the client answered %s with a %T", method, resp)
 	}
 	return r, nil
 }
 
-func (c *bridgedCall) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	resp, err := c.ask(ctx, p)
-	if err != nil {
-		return nil, err
+// bridged runs one round of a 2026-07-28 client's request through the
+// input bridge: call is the upstream request, inputRequired makes the
+// result that asks the client for input.
+func bridged[R mcp.Result](g *Gateway, ctx context.Context, ss *mcp.ServerSession, state string, answers mcp.InputResponseMap, token any,
+	call func(context.Context, upstream.Downstream) (R, error),
+	inputRequired func(asks mcp.InputRequestMap, state string) R,
+) (R, error) {
+	res, asks, state, err := g.inputs.run(ctx, ss, state, answers, token,
+		func(ctx context.Context, d *bridgedCall) (mcp.Result, error) { return call(ctx, d) })
+	if err != nil || asks != nil {
+		return inputRequired(asks, state), err
 	}
-	r, ok := resp.(*mcp.ListRootsResult)
-	if !ok {
-		return nil, fmt.Errorf("the client answered roots/list with a %T", resp)
-	}
-	return r, nil
+	return res.(R), nil
 }

@@ -1,34 +1,16 @@
 package serve
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// syncBuffer is a log that Run writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // With -unix, two clients connect to the socket at once, each with a
 // session of its own; cancelling Run ends both and returns nil.
@@ -39,15 +21,27 @@ func TestRunUnix(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}, nil, nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	var log syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, server, &Flags{Unix: sock}, &log) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(log.String(), "listening on unix:"+sock) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no listening line; log: %q", log.String())
+	logR, logW := io.Pipe()
+	defer logW.Close()
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(logR)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
 		}
-		time.Sleep(10 * time.Millisecond)
+	}()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, server, &Flags{Unix: sock}, logW) }()
+	select {
+	case line := <-lines:
+		if line != "listening on unix:"+sock {
+			t.Fatalf("first log line %q, want the listening line", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no listening line")
 	}
 	var sessions []*mcp.ClientSession
 	for range 2 {
