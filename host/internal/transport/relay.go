@@ -5,6 +5,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -146,6 +147,12 @@ func (b *relayBody) parse(r *relay, logger hclog.Logger) {
 // decodeNotification returns the event's data as a notification if it is
 // one whose method is in methods.
 func decodeNotification(data string, methods []string) (*jsonrpc.Request, bool) {
+	// Most events are results, some large: they are not decoded (and
+	// copied) twice. Every relayed method begins "notifications/", and an
+	// encoder that escapes the slash (PHP's does) leaves the word alone.
+	if !strings.Contains(data, "notifications") {
+		return nil, false
+	}
 	msg, err := wire.DecodeMessage([]byte(data))
 	if err != nil {
 		return nil, false

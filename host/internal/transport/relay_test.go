@@ -30,7 +30,7 @@ data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToke
 data: {"jsonrpc":"2.0","method":"notifications/progress",
 data:  "params":{"progressToken":"t","progress":3}}
 
-data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}
+data: {"jsonrpc":"2.0","method":"notifications\/message","params":{"level":"info","data":"x"}}
 
 data: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}
 
