@@ -30,8 +30,8 @@ otherwise.
 Notifications are counted, not ordered, here: the go-sdk client hands them
 to its handlers after the result, so a cell waits until the count stops
 growing. That they reach the client before the result is checked on the
-wire by host/hardening (TestProgressPrecedesResultFromRemoteUpstreams,
-TestLogsPrecedeResultFromRemoteUpstreams) and by the conformance suite
+wire by host/hardening (TestProgressPrecedesResult,
+TestLogsPrecedeResult) and by the conformance suite
 (host/conformance).
 */
 

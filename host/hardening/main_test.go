@@ -56,7 +56,11 @@ const (
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", testutil.Mcpvisor))
+	code := testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", testutil.Mcpvisor)
+	if unixPluginOnce.path != "" {
+		os.RemoveAll(filepath.Dir(unixPluginOnce.path))
+	}
+	os.Exit(code)
 }
 
 // mcpvisor is one running `mcpvisor run`.

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tmaxmax/go-sse"
@@ -120,41 +123,91 @@ func describe(msgs []wireMessage) string {
 	return b.String()
 }
 
-// remoteUpstream is a way to reach an example server over the network.
-type remoteUpstream struct {
-	name  string
-	flags []string // the server's, besides the address
-	attrs string   // of the server block, besides url
+// upstreamKind is a way for mcpvisor to reach an example server.
+type upstreamKind struct {
+	name string
+	// block starts the example server bin for the test and returns the
+	// attributes of a server block that reaches it.
+	block func(t *testing.T, bin string) string
 }
 
-// remoteUpstreams: streamable HTTP on the default session-based version,
-// on 2026-07-28 (stateless, one POST per request), and legacy SSE.
-var remoteUpstreams = []remoteUpstream{
-	{"http", []string{"-http"}, ""},
-	{"http-2026-07-28", []string{"-stateless", "-http"}, "  protocol_version = \"2026-07-28\"\n"},
-	{"sse", []string{"-sse"}, "  transport = \"sse\"\n"},
+// urlKind reaches bin over the network: the server runs with flags and a
+// free address, and the block adds attrs to its url.
+func urlKind(name string, flags []string, attrs string) upstreamKind {
+	return upstreamKind{name, func(t *testing.T, bin string) string {
+		srv := testutil.StartServer(t, bins[bin], append(flags, freeAddr(t))...)
+		return fmt.Sprintf("  url = %s\n%s", hclString(srv.URL), attrs)
+	}}
+}
+
+// upstreamKinds: a stdio process, a transport plugin (the unix plugin to
+// the server's -unix socket), streamable HTTP on the default session-based
+// version and on 2026-07-28 (stateless, one POST per request), and legacy
+// SSE.
+var upstreamKinds = []upstreamKind{
+	{"stdio", func(t *testing.T, bin string) string {
+		return fmt.Sprintf("  command = %s\n", hclString(bins[bin]))
+	}},
+	{"plugin", func(t *testing.T, bin string) string {
+		dir, err := os.MkdirTemp("", "mcpvisor-hardening-") // socket paths are short
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		sock := filepath.Join(dir, "s.sock")
+		srv := testutil.StartServer(t, bins[bin], "-unix", sock)
+		srv.WaitLine(t, "listening on unix:", readyTimeout)
+		return fmt.Sprintf("  plugin \"unix\" {\n    command = %s\n    config = { socket = %s }\n  }\n", hclString(unixPlugin(t)), hclString(sock))
+	}},
+	urlKind("http", []string{"-http"}, ""),
+	urlKind("http-2026-07-28", []string{"-stateless", "-http"}, "  protocol_version = \"2026-07-28\"\n"),
+	urlKind("sse", []string{"-sse"}, "  transport = \"sse\"\n"),
+}
+
+var unixPluginOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// unixPlugin builds the unix transport plugin once per test binary.
+func unixPlugin(t *testing.T) string {
+	t.Helper()
+	unixPluginOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mcpvisor-hardening-plugin-")
+		if err != nil {
+			unixPluginOnce.err = err
+			return
+		}
+		unixPluginOnce.path = filepath.Join(dir, "mcpvisor-transport-unix")
+		unixPluginOnce.err = testutil.GoBuild(unixPluginOnce.path, "./plugins/unix")
+	})
+	if unixPluginOnce.err != nil {
+		t.Fatal(unixPluginOnce.err)
+	}
+	return unixPluginOnce.path
 }
 
 // serve starts the example server bin as u describes and an mcpvisor
 // whose server block name reaches it, waits until mcpvisor lists the
 // server's tool, and opens a raw session on mcpvisor.
-func (u remoteUpstream) serve(t *testing.T, bin, name, tool string) (*mcpvisor, *rawSession) {
+func (u upstreamKind) serve(t *testing.T, bin, name, tool string) (*mcpvisor, *rawSession) {
 	t.Helper()
-	srv := testutil.StartServer(t, bins[bin], append(u.flags, freeAddr(t))...)
-	mv := startMcpvisor(t, fmt.Sprintf("server %q {\n  url = %s\n%s}\n", name, hclString(srv.URL), u.attrs))
+	mv := startMcpvisor(t, fmt.Sprintf("server %q {\n%s}\n", name, u.block(t, bin)))
 	waitTool(t, connectClient(t, mv), name+"__"+tool)
 	return mv, openRawSession(t, mv)
 }
 
-// Regression (#13): every progress notification an HTTP or legacy SSE
-// upstream sends about a call reaches the client on the call's own stream,
+// Regression (#13): every progress notification an upstream sends about a
+// call — stdio, plugin, HTTP or legacy SSE — reaches the client on the
+// call's own stream,
 // in order, before the call's result — for clients on the session-based
 // protocol and on 2026-07-28 alike. The go-sdk client hands a response
 // to its caller as soon as it reads it but notifications to a handler
 // goroutine, so without mcpvisor ordering them the last ones arrived after
 // the result, where the downstream stream was already closed: dropped.
-func TestProgressPrecedesResultFromRemoteUpstreams(t *testing.T) {
-	for _, up := range remoteUpstreams {
+func TestProgressPrecedesResult(t *testing.T) {
+	for _, up := range upstreamKinds {
 		t.Run(up.name, func(t *testing.T) {
 			mv, s := up.serve(t, "echo", "web", "progress")
 			const steps = 3
@@ -187,10 +240,11 @@ func TestProgressPrecedesResultFromRemoteUpstreams(t *testing.T) {
 	}
 }
 
-// Regression (#13): log messages an HTTP or legacy SSE upstream sends
-// while handling a call reach the client before the call's result.
-func TestLogsPrecedeResultFromRemoteUpstreams(t *testing.T) {
-	for _, up := range remoteUpstreams {
+// Regression (#13): log messages an upstream (stdio, plugin, HTTP or
+// legacy SSE) sends while handling a call reach the client before the
+// call's result.
+func TestLogsPrecedeResult(t *testing.T) {
+	for _, up := range upstreamKinds {
 		t.Run(up.name, func(t *testing.T) {
 			_, s := up.serve(t, "everything", "ev", "test_tool_with_logging")
 			if got := s.call(t, 1, "logging/setLevel", `{"level":"debug"}`); !strings.Contains(got, `"result"`) {
