@@ -62,6 +62,23 @@ func hugeHeader(w *bufio.Writer, id json.RawMessage) {
 	fmt.Fprintf(w, "Content-Length: %d\r\n\r\n%s", len(body), body)
 }
 
+// endlessEventBytes is how much an endless SSE event sends before the
+// fake upstream gives up: past the 16 MiB the go-sdk (and mcpvisor's
+// notification relay) buffer for one event.
+const endlessEventBytes = 40 << 20
+
+// endlessEvent answers 200 with an event stream whose first event never
+// ends: one data line of endlessEventBytes.
+func endlessEvent(w *bufio.Writer, id json.RawMessage) {
+	w.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\ndata: ")
+	chunk := strings.Repeat("x", 64<<10)
+	for n := 0; n < endlessEventBytes; n += len(chunk) {
+		if _, err := w.WriteString(chunk); err != nil {
+			return // mcpvisor stopped reading: the connection is closed
+		}
+	}
+}
+
 // hints answers with earlyHints 103 responses, each with a Link header of
 // pad bytes (none when 0), then a valid 200.
 func hints(pad int) misbehaviour {
@@ -232,11 +249,13 @@ var hostileAnswers = []struct {
 	{"header-20MB", hugeHeader, true},
 	{"103x1000-16KB-each", hints(earlyHintsPad), true},
 	{"103x1000-bare", hints(0), false},
+	{"sse-event-40MB", endlessEvent, true},
 }
 
 // TestHostileUpstreamAnswerToToolCall runs an HTTP upstream that connects
-// properly and answers tools/call with a 20 MB header block, or with 1,000
-// 103 Early Hints before its answer. A call through mcpvisor's /mcp must
+// properly and answers tools/call with a 20 MB header block, with 1,000
+// 103 Early Hints before its answer, or with an event stream whose first
+// event never ends. A call through mcpvisor's /mcp must
 // end within the bound — failing cleanly where the answer is past any sane
 // bound — while mcpvisor's RSS grows by less than 100 MB and /healthz
 // keeps answering.
