@@ -11,7 +11,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tmaxmax/go-sse"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
@@ -48,10 +47,13 @@ type relay struct {
 	fn      func(*jsonrpc.Request)
 }
 
-// maxRelayedEvent bounds the line the relay's parser buffers. It is above
-// the SDK's own event limit, so whatever the session accepts, the relay
-// has parsed too.
-const maxRelayedEvent = mcp.DefaultMaxEventSize + 64<<10
+// maxRelayedEvent bounds the event the relay holds and parses. An event
+// larger than this is no notification worth relaying (a result, most
+// likely): the relay skips it and parses again from the next event, and
+// the session's own parser, with its own limit (maxEventSize), still reads
+// it. Bounding it keeps a stream's relay within about twice this much
+// memory, whatever the upstream sends.
+const maxRelayedEvent = 4 << 20
 
 func (l *httpLink) RelayNotifications(methods []string, fn func(*jsonrpc.Request)) {
 	l.relay.Store(&relay{methods: slices.Clone(methods), fn: fn})
@@ -80,45 +82,98 @@ func (rt *relayingRoundTripper) RoundTrip(req *http.Request) (*http.Response, er
 	return resp, nil
 }
 
-// relayBody is an event stream's body. Each chunk the session reads is
-// first fed to a parser goroutine; Read returns only once the parser has
-// handled every event the bytes so far complete and asks for more.
+// relayBody is an event stream's body. The bytes the session reads go to
+// a parser goroutine, held back until they may end an event (a blank line,
+// or the stream's end): until then nothing the session reads can complete
+// an event either. When they are handed over, Read returns only once the
+// parser has handled every event they complete and asks for more. Held
+// back, a large event reaches the parser once, not once per read: its line
+// scanner looks at the whole unfinished event each time it is given more.
 type relayBody struct {
-	body io.ReadCloser
+	body   io.ReadCloser
+	r      *relay
+	logger hclog.Logger
 
-	feed    chan []byte   // chunks read, to the parser
-	drained chan struct{} // the parser has used up the last chunk
-	stopped chan struct{} // closed when the parser has ended
+	p        *relayParser // nil while an oversized event is skipped
+	held     []byte       // read by the session, not yet given to the parser
+	last     byte         // the last byte read
+	skipping bool         // the current event is over maxRelayedEvent
+	feeds    int          // chunks given to parsers (for the tests)
 
 	closing   chan struct{} // closed by Close
 	closeOnce sync.Once
 }
 
+// relayParser is one parser goroutine, from one event boundary on.
+type relayParser struct {
+	feed    chan []byte   // chunks read, to the parser
+	drained chan struct{} // the parser has used up the last chunk
+	stopped chan struct{} // closed when the parser has ended
+	quit    chan struct{} // closed to end it
+}
+
 func newRelayBody(body io.ReadCloser, r *relay, logger hclog.Logger) *relayBody {
-	b := &relayBody{
-		body:    body,
-		feed:    make(chan []byte),
-		drained: make(chan struct{}),
-		stopped: make(chan struct{}),
-		closing: make(chan struct{}),
-	}
-	go b.parse(r, logger)
+	b := &relayBody{body: body, r: r, logger: logger, closing: make(chan struct{})}
+	b.p = b.startParser()
 	return b
 }
 
 func (b *relayBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
-	if n > 0 {
-		select {
-		case b.feed <- p[:n]:
-			select {
-			case <-b.drained:
-			case <-b.stopped:
+	chunk := p[:n]
+	if b.skipping {
+		// Parse again from the event after the one skipped.
+		i := blankLineEnd(b.last, chunk)
+		if i < 0 {
+			if n > 0 {
+				b.last = chunk[n-1]
 			}
-		case <-b.stopped:
+			return n, err
 		}
+		b.last = chunk[i-1]
+		chunk = chunk[i:]
+		b.skipping = false
+		b.p = b.startParser()
+	}
+	if b.p == nil || b.p.done() {
+		return n, err
+	}
+	ends := false
+	if len(chunk) > 0 {
+		ends = blankLineEnd(b.last, chunk) >= 0
+		b.last = chunk[len(chunk)-1]
+		b.held = append(b.held, chunk...)
+	}
+	if !ends && err == nil {
+		if len(b.held) > maxRelayedEvent {
+			// No blank line in what is held: one event is this large.
+			b.logger.Debug("event stream: an event over the relay's limit is not parsed", "limit", maxRelayedEvent)
+			b.p.stop()
+			b.p, b.held, b.skipping = nil, nil, true
+		}
+		return n, err
+	}
+	if len(b.held) > 0 {
+		b.feeds++
+		b.p.give(b.held)
+		b.held = b.held[:0]
 	}
 	return n, err
+}
+
+// blankLineEnd returns the index in chunk, read after the byte last, just
+// past the first blank line (two line ends in a row: "\n\n", "\r\r", or
+// "\n\r", which "\r\n\r\n" contains), or -1 if there is none. A CRLF's
+// "\n" right after it is left to the parser, which skips blank lines.
+func blankLineEnd(last byte, chunk []byte) int {
+	prev := last
+	for i, c := range chunk {
+		if (c == '\n' || c == '\r') && (prev == '\n' || (prev == '\r' && c == '\r')) {
+			return i + 1
+		}
+		prev = c
+	}
+	return -1
 }
 
 // Close ends the stream. It does not wait for the parser: that may be
@@ -128,13 +183,47 @@ func (b *relayBody) Close() error {
 	return b.body.Close()
 }
 
-func (b *relayBody) parse(r *relay, logger hclog.Logger) {
-	defer close(b.stopped)
-	in := &fedReader{b: b}
-	for ev, err := range sse.Read(in, &sse.ReadConfig{MaxEventSize: maxRelayedEvent}) {
+func (b *relayBody) startParser() *relayParser {
+	rp := &relayParser{
+		feed:    make(chan []byte),
+		drained: make(chan struct{}),
+		stopped: make(chan struct{}),
+		quit:    make(chan struct{}),
+	}
+	go rp.parse(b.r, b.logger, b.closing)
+	return rp
+}
+
+// give hands chunk to the parser and waits until it has handled every
+// event chunk completes.
+func (rp *relayParser) give(chunk []byte) {
+	select {
+	case rp.feed <- chunk:
+		select {
+		case <-rp.drained:
+		case <-rp.stopped:
+		}
+	case <-rp.stopped:
+	}
+}
+
+func (rp *relayParser) stop() { close(rp.quit) }
+
+func (rp *relayParser) done() bool {
+	select {
+	case <-rp.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+func (rp *relayParser) parse(r *relay, logger hclog.Logger, closing <-chan struct{}) {
+	defer close(rp.stopped)
+	in := &fedReader{rp: rp, closing: closing}
+	// The limit only guards the parser: Read skips larger events first.
+	for ev, err := range sse.Read(in, &sse.ReadConfig{MaxEventSize: 2 * maxRelayedEvent}) {
 		if err != nil {
-			// The session's own parser, with a lower limit, has failed the
-			// stream already.
 			logger.Debug("event stream no longer relayed", "error", err)
 			return
 		}
@@ -164,28 +253,33 @@ func decodeNotification(data string, methods []string) (*jsonrpc.Request, bool) 
 	return req, true
 }
 
-// fedReader is the parser's input: the chunks Read feeds it. Asking for
+// fedReader is a parser's input: the chunks Read gives it. Asking for
 // more than the last chunk holds is the signal that every event the chunk
 // completed has been handled.
 type fedReader struct {
-	b   *relayBody
-	cur []byte
-	fed bool
+	rp      *relayParser
+	closing <-chan struct{}
+	cur     []byte
+	fed     bool
 }
 
 func (f *fedReader) Read(p []byte) (int, error) {
 	if len(f.cur) == 0 {
 		if f.fed {
 			select {
-			case f.b.drained <- struct{}{}:
-			case <-f.b.closing:
+			case f.rp.drained <- struct{}{}:
+			case <-f.rp.quit:
+				return 0, io.EOF
+			case <-f.closing:
 				return 0, io.EOF
 			}
 		}
 		select {
-		case f.cur = <-f.b.feed:
+		case f.cur = <-f.rp.feed:
 			f.fed = true
-		case <-f.b.closing:
+		case <-f.rp.quit:
+			return 0, io.EOF
+		case <-f.closing:
 			return 0, io.EOF
 		}
 	}

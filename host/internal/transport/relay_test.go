@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -114,7 +115,7 @@ func TestRelayBodyOrdersNotificationsBeforeLaterEvents(t *testing.T) {
 					}
 				}
 				b.Close()
-				<-b.stopped
+				<-b.p.stopped
 				if got.String() != text {
 					t.Fatalf("the session read %q, want the stream unchanged", got.String())
 				}
@@ -171,7 +172,7 @@ func TestRelayBodyCloseWhileRelaying(t *testing.T) {
 		t.Fatalf("Read: %v", err)
 	}
 	select {
-	case <-b.stopped:
+	case <-b.p.stopped:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the parser goroutine did not end after Close")
 	}
@@ -206,7 +207,7 @@ func FuzzRelayBody(f *testing.F) {
 	methods := []string{"notifications/progress", "notifications/message"}
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
 		var want []string
-		for ev, err := range sse.Read(bytes.NewReader(data), &sse.ReadConfig{MaxEventSize: maxRelayedEvent}) {
+		for ev, err := range sse.Read(bytes.NewReader(data), &sse.ReadConfig{MaxEventSize: 2 * maxRelayedEvent}) {
 			if err != nil {
 				break
 			}
@@ -237,7 +238,7 @@ func FuzzRelayBody(f *testing.F) {
 		}
 		b.Close()
 		select {
-		case <-b.stopped:
+		case <-b.p.stopped:
 		case <-time.After(10 * time.Second):
 			t.Fatal("the parser goroutine did not end after Close")
 		}
@@ -247,4 +248,84 @@ func FuzzRelayBody(f *testing.F) {
 			t.Fatalf("relayed %q, want %q", got, want)
 		}
 	})
+}
+
+// A large event reaches the parser once, not once per read: the parser's
+// line scanner looks at the whole unfinished event each time it is given
+// more, so feeding it every 4 KiB read of a 16 MiB event cost seconds of
+// CPU (a 40 MB event from a hostile upstream held a call until its
+// timeout). Whether the event is one long line or many short ones, the
+// parser is fed when a blank line may have arrived.
+func TestRelayBodyFeedsLargeEventsOnce(t *testing.T) {
+	const notification = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n"
+	for name, event := range map[string]string{
+		"one line":    "data: " + strings.Repeat("x", 4<<20) + "\n\n",
+		"short lines": strings.Repeat("data: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", (4<<20)/38) + "\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			var relayed int
+			b := newRelayBody(io.NopCloser(&chunkReader{data: []byte(notification + event + notification), n: 4 << 10}),
+				&relay{methods: []string{"notifications/progress"}, fn: func(*jsonrpc.Request) { relayed++ }}, hclog.NewNullLogger())
+			if _, err := io.Copy(io.Discard, b); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			<-b.p.stopped
+			if relayed != 2 {
+				t.Errorf("relayed %d notifications, want the 2 around the large event", relayed)
+			}
+			// Reads: about 1,000; feeds: the first notification's read,
+			// the read that ends the large event, and the end of stream.
+			if b.feeds > 4 {
+				t.Errorf("the parser was fed %d times for a stream of three events", b.feeds)
+			}
+		})
+	}
+}
+
+// An event over the relay's limit is skipped, not parsed: the relay holds
+// at most about the limit, and parses again from the next event, so a
+// notification after a huge result is still relayed — for every line
+// ending.
+func TestRelayBodySkipsOversizedEvents(t *testing.T) {
+	for ename, nl := range map[string]string{"LF": "\n", "CRLF": "\r\n", "CR": "\r"} {
+		t.Run(ename, func(t *testing.T) {
+			note := func(i int) string {
+				return fmt.Sprintf(`data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":%d}}`, i) + nl + nl
+			}
+			big := "data: " + strings.Repeat("x", maxRelayedEvent+1) + nl + nl
+			lines := strings.Repeat("data: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"+nl, (maxRelayedEvent+1)/36) + nl
+			text := note(1) + big + note(2) + lines + note(3)
+			var got []string
+			b := newRelayBody(io.NopCloser(&chunkReader{data: []byte(text), n: 4 << 10}),
+				&relay{methods: []string{"notifications/progress"}, fn: func(req *jsonrpc.Request) { got = append(got, string(req.Params)) }},
+				hclog.NewNullLogger())
+			maxHeld := 0
+			buf := make([]byte, 4<<10)
+			var read bytes.Buffer
+			for {
+				n, err := b.Read(buf)
+				read.Write(buf[:n])
+				maxHeld = max(maxHeld, len(b.held))
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.Close()
+			<-b.p.stopped
+			if read.String() != text {
+				t.Fatal("the session did not read the stream unchanged")
+			}
+			want := []string{`{"progress":1}`, `{"progress":2}`, `{"progress":3}`}
+			if !slices.Equal(got, want) {
+				t.Fatalf("relayed %q, want %q", got, want)
+			}
+			if maxHeld > maxRelayedEvent+4<<10 {
+				t.Errorf("the relay held %d bytes at once, limit %d", maxHeld, maxRelayedEvent)
+			}
+		})
+	}
 }

@@ -141,7 +141,7 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 	client := *d.client
 	client.Transport = &relayingRoundTripper{base: d.client.Transport, relay: &l.relay, logger: d.logger}
 	if d.sse {
-		l.t = &sseTransport{t: &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: &client}, linkCtx: l.ctx}
+		l.t = &sseTransport{t: &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: &client, MaxEventSize: maxEventSize}, linkCtx: l.ctx}
 	} else {
 		// MaxRetries 1: one resumption of an SSE stream the server ended
 		// (SEP-1699: after the retry it sent, with Last-Event-ID), which is
@@ -150,7 +150,7 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 		// that fails, or a stream that ends again without progress, fails
 		// the session at once: the SDK does not quietly retry a dead
 		// session for us, the supervisor owns reconnects and counts them.
-		l.t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: &client, MaxRetries: streamResumptions}
+		l.t = &mcp.StreamableClientTransport{Endpoint: d.url, HTTPClient: &client, MaxRetries: streamResumptions, MaxEventSize: maxEventSize}
 	}
 	return l, nil
 }
@@ -301,6 +301,13 @@ const (
 	// calls to one HTTP upstream; net/http's default of 2 would open a new
 	// connection for most calls under load.
 	maxIdleConnsPerUpstream = 64
+
+	// maxEventSize bounds one event of an upstream's event stream. It is
+	// the go-sdk's documented default, set explicitly: the go-sdk v1.8.0
+	// streamable client passes a zero on as "no limit", so an upstream's
+	// endless event was read into memory whole (a 40 MB one raised RSS by
+	// 125 MB).
+	maxEventSize = mcp.DefaultMaxEventSize
 
 	// maxUpstreamHeaderBytes bounds an upstream's response header block
 	// (net/http's default is 10 MiB): an upstream that answers with an
