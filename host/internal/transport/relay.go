@@ -157,6 +157,11 @@ func (b *relayBody) Read(p []byte) (int, error) {
 		b.feeds++
 		b.p.give(b.held)
 		b.held = b.held[:0]
+		if cap(b.held) > 64<<10 {
+			// A large event passed: a long-lived stream does not keep
+			// its buffer.
+			b.held = nil
+		}
 	}
 	return n, err
 }
