@@ -29,10 +29,10 @@ import (
 // streamable client connection depends on unexported methods a wrapper
 // would hide. They are ordered one layer down instead: every event stream
 // the session reads passes through an SSE parser (github.com/tmaxmax/go-sse)
-// that sees each chunk before the SDK does and relays the notifications it
-// completes; the SDK gets the chunk only after that. The bytes reach the
-// SDK unchanged, so it still handles these notifications too; a supervisor
-// using a relay must ignore them there.
+// that is given the bytes that may end an event before the SDK gets them,
+// and relays the notifications they complete; the SDK gets them only after
+// that. The bytes reach the SDK unchanged, so it still handles these
+// notifications too; a supervisor using a relay must ignore them there.
 type NotificationRelay interface {
 	// RelayNotifications makes the link call fn with every notification
 	// whose method is one of methods. fn runs on the goroutine reading the
