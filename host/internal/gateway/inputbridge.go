@@ -16,7 +16,7 @@ mid-call: a sampling/createMessage, elicitation/create or roots/list
 request arrives while the upstream call is running, and the call cannot
 finish until it is answered. For a 2026-07-28 downstream the gateway
 bridges the two: the upstream call runs on a goroutine of its own with an
-inputBridgeCall as its Downstream, which turns each such request into an
+bridgedCall as its Downstream, which turns each such request into an
 entry of an input_required result; the client's retry, found by its
 requestState, answers them and the upstream call goes on. The first
 request that finds the call finished gets its result.
