@@ -80,7 +80,7 @@ func TestRelayBodyOrdersNotificationsBeforeLaterEvents(t *testing.T) {
 				end := 0
 				for _, e := range strings.Split(text, nl+nl) {
 					end += len(e) + 2*len(nl)
-					if strings.Contains(e, "notifications/progress") || strings.Contains(e, "notifications/message") {
+					if strings.Contains(e, "notifications") && !strings.Contains(e, "list_changed") {
 						if nl == "\r" {
 							ends = append(ends, end+1)
 						} else {
@@ -88,12 +88,9 @@ func TestRelayBodyOrdersNotificationsBeforeLaterEvents(t *testing.T) {
 						}
 					}
 				}
-				var got bytes.Buffer
-				buf := make([]byte, 4096)
-				for {
-					n, err := b.Read(buf)
-					got.Write(buf[:n])
+				got := readAll(t, b, func(n int) {
 					r.mu.Lock()
+					defer r.mu.Unlock()
 					read += n
 					// Every notification whose event the session has now
 					// read in full must have been relayed already.
@@ -106,18 +103,9 @@ func TestRelayBodyOrdersNotificationsBeforeLaterEvents(t *testing.T) {
 					if len(r.got) < complete {
 						t.Errorf("the session has read %d bytes, completing %d notifications, but only %d were relayed", read, complete, len(r.got))
 					}
-					r.mu.Unlock()
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-				}
-				b.Close()
-				<-b.p.stopped
-				if got.String() != text {
-					t.Fatalf("the session read %q, want the stream unchanged", got.String())
+				})
+				if got != text {
+					t.Fatalf("the session read %q, want the stream unchanged", got)
 				}
 				want := []string{
 					`notifications/progress {"progressToken":"t","progress":1}`,
@@ -176,6 +164,29 @@ func TestRelayBodyCloseWhileRelaying(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the parser goroutine did not end after Close")
 	}
+}
+
+// readAll reads b to its end in 4 KiB reads as the session does, calling
+// after with each read's size, then closes b, waits for its parser and
+// returns what was read.
+func readAll(t *testing.T, b *relayBody, after func(n int)) string {
+	t.Helper()
+	var got bytes.Buffer
+	buf := make([]byte, 4<<10)
+	for {
+		n, err := b.Read(buf)
+		got.Write(buf[:n])
+		after(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Close()
+	<-b.p.stopped
+	return got.String()
 }
 
 // chunkReader returns at most n bytes per Read.
@@ -301,22 +312,8 @@ func TestRelayBodySkipsOversizedEvents(t *testing.T) {
 				&relay{methods: []string{"notifications/progress"}, fn: func(req *jsonrpc.Request) { got = append(got, string(req.Params)) }},
 				hclog.NewNullLogger())
 			maxHeld := 0
-			buf := make([]byte, 4<<10)
-			var read bytes.Buffer
-			for {
-				n, err := b.Read(buf)
-				read.Write(buf[:n])
-				maxHeld = max(maxHeld, len(b.held))
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			b.Close()
-			<-b.p.stopped
-			if read.String() != text {
+			read := readAll(t, b, func(int) { maxHeld = max(maxHeld, len(b.held)) })
+			if read != text {
 				t.Fatal("the session did not read the stream unchanged")
 			}
 			want := []string{`{"progress":1}`, `{"progress":2}`, `{"progress":3}`}
