@@ -73,21 +73,35 @@ func sdkCallTool(ctx context.Context, sess *session, meta mcp.Meta, p *mcp.CallT
 // ReadResource reads a resource for the downstream client d (nil: none).
 // Reads are replayable.
 func (s *Supervisor) ReadResource(ctx context.Context, d Downstream, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
-	var res *mcp.ReadResourceResult
-	obs := s.newCall(d, "resources/read", params.URI, nil)
-	obs.traceFromMeta(params.Meta)
-	ctx = s.started(ctx, obs)
-	if obs != nil && len(obs.Propagate) > 0 {
+	return observed(ctx, s, d, "resources/read", params.URI, nil, params,
+		func(p *mcp.ReadResourceParams) *mcp.Meta { return &p.Meta }, (*mcp.ClientSession).ReadResource)
+}
+
+// observed runs a replayable operation for the downstream client d through
+// the recovery path, reported to the observer as op on name (args, if
+// set, gives its arguments as JSON). meta points at a params' _meta: the
+// observer's trace context is added to it, and it is bridged to each
+// session's version.
+func observed[P, R any](ctx context.Context, s *Supervisor, d Downstream, op, name string, args func() []byte, params *P,
+	meta func(*P) *mcp.Meta, send func(*mcp.ClientSession, context.Context, *P) (*R, error),
+) (*R, error) {
+	var obs *Call
+	if s.opts.Observer != nil {
+		var a []byte
+		if args != nil {
+			a = args()
+		}
+		obs = s.newCall(d, op, name, a)
+		obs.traceFromMeta(*meta(params))
+		ctx = s.started(ctx, obs)
 		p := *params
-		p.Meta = obs.propagated(params.Meta)
+		*meta(&p) = obs.propagated(*meta(params))
 		params = &p
 	}
-	err := s.do(ctx, d, "resources/read", true, obs.wrap(s, func(ctx context.Context, sess *session) error {
-		cs := sess.cs
+	var res *R
+	err := s.do(ctx, d, op, true, obs.wrap(s, func(ctx context.Context, sess *session) error {
 		var err error
-		p := *params
-		p.Meta = sess.bridgeMeta(p.Meta)
-		res, err = cs.ReadResource(ctx, &p)
+		res, err = send(sess.cs, ctx, forSession(sess, params, meta))
 		return err
 	}))
 	if obs != nil {
@@ -135,38 +149,15 @@ func (s *Supervisor) ListTools(ctx context.Context, params *mcp.ListToolsParams)
 // GetPrompt gets a prompt by its original name, for the downstream client
 // d (nil: none). Prompt gets are replayable.
 func (s *Supervisor) GetPrompt(ctx context.Context, d Downstream, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
-	var res *mcp.GetPromptResult
-	var obs *Call
-	if s.opts.Observer != nil {
-		var args []byte
-		if params.Arguments != nil {
-			args, _ = json.Marshal(params.Arguments)
-		}
-		obs = s.newCall(d, "prompts/get", params.Name, args)
-		obs.traceFromMeta(params.Meta)
-		ctx = s.started(ctx, obs)
-		if len(obs.Propagate) > 0 {
-			p := *params
-			p.Meta = obs.propagated(params.Meta)
-			params = &p
+	var args func() []byte
+	if params.Arguments != nil {
+		args = func() []byte {
+			b, _ := json.Marshal(params.Arguments)
+			return b
 		}
 	}
-	err := s.do(ctx, d, "prompts/get", true, obs.wrap(s, func(ctx context.Context, sess *session) error {
-		cs := sess.cs
-		var err error
-		p := *params
-		p.Meta = sess.bridgeMeta(p.Meta)
-		res, err = cs.GetPrompt(ctx, &p)
-		return err
-	}))
-	if obs != nil {
-		var result any
-		if res != nil {
-			result = res
-		}
-		s.end(ctx, obs, err, false, result)
-	}
-	return res, err
+	return observed(ctx, s, d, "prompts/get", params.Name, args, params,
+		func(p *mcp.GetPromptParams) *mcp.Meta { return &p.Meta }, (*mcp.ClientSession).GetPrompt)
 }
 
 // Complete asks the upstream for argument completions, for the downstream
@@ -174,11 +165,8 @@ func (s *Supervisor) GetPrompt(ctx context.Context, d Downstream, params *mcp.Ge
 func (s *Supervisor) Complete(ctx context.Context, d Downstream, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
 	var res *mcp.CompleteResult
 	err := s.do(ctx, d, "completion/complete", true, func(ctx context.Context, sess *session) error {
-		cs := sess.cs
 		var err error
-		p := *params
-		p.Meta = sess.bridgeMeta(p.Meta)
-		res, err = cs.Complete(ctx, &p)
+		res, err = sess.cs.Complete(ctx, forSession(sess, params, func(p *mcp.CompleteParams) *mcp.Meta { return &p.Meta }))
 		return err
 	})
 	return res, err
@@ -187,21 +175,23 @@ func (s *Supervisor) Complete(ctx context.Context, d Downstream, params *mcp.Com
 // Subscribe subscribes to updates of a resource.
 func (s *Supervisor) Subscribe(ctx context.Context, params *mcp.SubscribeParams) error {
 	return s.do(ctx, nil, "resources/subscribe", true, func(ctx context.Context, sess *session) error {
-		cs := sess.cs
-		p := *params
-		p.Meta = sess.bridgeMeta(p.Meta)
-		return cs.Subscribe(ctx, &p)
+		return sess.cs.Subscribe(ctx, forSession(sess, params, func(p *mcp.SubscribeParams) *mcp.Meta { return &p.Meta }))
 	})
 }
 
 // Unsubscribe ends a resource subscription.
 func (s *Supervisor) Unsubscribe(ctx context.Context, params *mcp.UnsubscribeParams) error {
 	return s.do(ctx, nil, "resources/unsubscribe", true, func(ctx context.Context, sess *session) error {
-		cs := sess.cs
-		p := *params
-		p.Meta = sess.bridgeMeta(p.Meta)
-		return cs.Unsubscribe(ctx, &p)
+		return sess.cs.Unsubscribe(ctx, forSession(sess, params, func(p *mcp.UnsubscribeParams) *mcp.Meta { return &p.Meta }))
 	})
+}
+
+// forSession returns a copy of params whose _meta (meta points at it)
+// suits the session's protocol version (bridge.go).
+func forSession[P any](sess *session, params *P, meta func(*P) *mcp.Meta) *P {
+	p := *params
+	*meta(&p) = sess.bridgeMeta(*meta(&p))
+	return &p
 }
 
 // do runs one upstream operation through the recovery path (DESIGN.md §6):
