@@ -333,9 +333,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, server
 	if !needsInputBridge(req.Session) {
 		return g.backend.CallTool(ctx, downstream(req.Session), server, &p)
 	}
-	state, answers := p.RequestState, p.InputResponses
-	p.RequestState, p.InputResponses = "", nil
-	return bridged(g, ctx, req.Session, state, answers, p.GetProgressToken(),
+	return bridged(g, ctx, req.Session, &p.RequestState, &p.InputResponses, p.GetProgressToken(),
 		func(ctx context.Context, d upstream.Downstream) (*mcp.CallToolResult, error) {
 			return g.backend.CallTool(ctx, d, server, &p)
 		},
@@ -352,9 +350,7 @@ func (g *Gateway) promptHandler(server, original string) mcp.PromptHandler {
 		if !needsInputBridge(req.Session) {
 			return g.backend.GetPrompt(ctx, downstream(req.Session), server, &p)
 		}
-		state, answers := p.RequestState, p.InputResponses
-		p.RequestState, p.InputResponses = "", nil
-		return bridged(g, ctx, req.Session, state, answers, p.GetProgressToken(),
+		return bridged(g, ctx, req.Session, &p.RequestState, &p.InputResponses, p.GetProgressToken(),
 			func(ctx context.Context, d upstream.Downstream) (*mcp.GetPromptResult, error) {
 				return g.backend.GetPrompt(ctx, d, server, &p)
 			},
@@ -371,9 +367,7 @@ func (g *Gateway) resourceHandler(server string) mcp.ResourceHandler {
 			return g.backend.ReadResource(ctx, downstream(req.Session), server, req.Params)
 		}
 		p := *req.Params
-		state, answers := p.RequestState, p.InputResponses
-		p.RequestState, p.InputResponses = "", nil
-		return bridged(g, ctx, req.Session, state, answers, p.GetProgressToken(),
+		return bridged(g, ctx, req.Session, &p.RequestState, &p.InputResponses, p.GetProgressToken(),
 			func(ctx context.Context, d upstream.Downstream) (*mcp.ReadResourceResult, error) {
 				return g.backend.ReadResource(ctx, d, server, &p)
 			},

@@ -374,16 +374,20 @@ func askFor[R mcp.InputResponse](ctx context.Context, c *bridgedCall, method str
 }
 
 // bridged runs one round of a 2026-07-28 client's request through the
-// input bridge: call is the upstream request, inputRequired makes the
-// result that asks the client for input.
-func bridged[R mcp.Result](g *Gateway, ctx context.Context, ss *mcp.ServerSession, state string, answers mcp.InputResponseMap, token any,
+// input bridge. state and answers point at the request's requestState and
+// inputResponses, which are the bridge's, not the upstream's: they are
+// taken out of the params. call is the upstream request, inputRequired
+// makes the result that asks the client for input.
+func bridged[R mcp.Result](g *Gateway, ctx context.Context, ss *mcp.ServerSession, state *string, answers *mcp.InputResponseMap, token any,
 	call func(context.Context, upstream.Downstream) (R, error),
 	inputRequired func(asks mcp.InputRequestMap, state string) R,
 ) (R, error) {
-	res, asks, state, err := g.inputs.run(ctx, ss, state, answers, token,
+	st, ans := *state, *answers
+	*state, *answers = "", nil
+	res, asks, newState, err := g.inputs.run(ctx, ss, st, ans, token,
 		func(ctx context.Context, d *bridgedCall) (mcp.Result, error) { return call(ctx, d) })
 	if err != nil || asks != nil {
-		return inputRequired(asks, state), err
+		return inputRequired(asks, newState), err
 	}
 	return res.(R), nil
 }

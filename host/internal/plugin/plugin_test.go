@@ -193,17 +193,36 @@ server "over-unix" {
 	callThrough(t, cfg.Servers[0])
 }
 
-func TestDialErrors(t *testing.T) {
+// testModePlugin is a server block whose plugin is this test binary, running
+// as the misbehaving plugin of test mode mode (see TestMain).
+func testModePlugin(t testing.TB, name, mode string) *config.Server {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	unixBin := bin("mcpvisor-transport-unix")
-	badPlugin := func(mode string) *config.Server {
-		srv := server("bad", "bad", self, map[string]any{})
-		srv.Env = map[string]string{testModeEnv: mode}
-		return srv
+	srv := server(name, name, self, map[string]any{})
+	srv.Env = map[string]string{testModeEnv: mode}
+	return srv
+}
+
+// supervise starts a supervisor for srv with a test logger, retrying after
+// backoff (0: the default). The caller stops it.
+func supervise(t testing.TB, srv *config.Server, backoff time.Duration) *upstream.Supervisor {
+	t.Helper()
+	logger := testLogger(t)
+	d, err := plugin.NewDialer(srv, logger)
+	if err != nil {
+		t.Fatal(err)
 	}
+	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger, BackoffBase: backoff})
+	sup.Start()
+	return sup
+}
+
+func TestDialErrors(t *testing.T) {
+	unixBin := bin("mcpvisor-transport-unix")
+	badPlugin := func(mode string) *config.Server { return testModePlugin(t, "bad", mode) }
 	tests := []struct {
 		name string
 		srv  func() *config.Server
@@ -292,13 +311,7 @@ func TestSupervisedPluginRespawns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := tc.srv(t)
 			srv.Plugin.SHA256 = sha256Of(t, srv.Plugin.Command)
-			logger := testLogger(t)
-			d, err := plugin.NewDialer(srv, logger)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger, BackoffBase: 50 * time.Millisecond})
-			sup.Start()
+			sup := supervise(t, srv, 50*time.Millisecond)
 			stopped := false
 			defer func() {
 				if !stopped {
@@ -409,13 +422,7 @@ func TestSupervisedPeerRestart(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "tools.sock")
 	p := startPeer(t, "-unix", sock)
 	srv := server("over-unix", "unix", bin("mcpvisor-transport-unix"), map[string]any{"socket": sock})
-	logger := testLogger(t)
-	d, err := plugin.NewDialer(srv, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger, BackoffBase: 20 * time.Millisecond})
-	sup.Start()
+	sup := supervise(t, srv, 20*time.Millisecond)
 	defer sup.Stop(context.Background())
 	testutil.Eventually(t, 20*time.Second, "ready", func() bool { return sup.Status().State == "ready" })
 	gen1 := sup.Status().Generation
@@ -443,13 +450,7 @@ func TestBrokenPluginParks(t *testing.T) {
 	srv := server("broken", "unix", bin("mcpvisor-transport-unix"), map[string]any{"socket": "/x"})
 	srv.Plugin.SHA256 = strings.Repeat("00", 32)
 	srv.Reconnect.MaxRetries = 1
-	logger := testLogger(t)
-	d, err := plugin.NewDialer(srv, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger, BackoffBase: 10 * time.Millisecond})
-	sup.Start()
+	sup := supervise(t, srv, 10*time.Millisecond)
 	testutil.Eventually(t, 10*time.Second, "parked", func() bool { return sup.Status().State == "parked" })
 	st := sup.Status()
 	if !strings.HasPrefix(st.LastError, `server "broken": plugin "unix": checksum mismatch: `) {

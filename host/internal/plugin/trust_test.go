@@ -18,7 +18,6 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
-	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
 // selfPlugin is a server block whose plugin is the test peer serving its
@@ -91,12 +90,7 @@ func TestPluginStdinIsEmpty(t *testing.T) {
 // TestHandshakeTimeoutKillsGroup: a plugin that never completes its
 // handshake is killed at connect_timeout, with the child it started.
 func TestHandshakeTimeoutKillsGroup(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server("slow", "slow", self, map[string]any{})
-	srv.Env = map[string]string{testModeEnv: "hang-with-child"}
+	srv := testModePlugin(t, "slow", "hang-with-child")
 	srv.ConnectTimeout = 2 * time.Second
 
 	start := time.Now()
@@ -120,21 +114,10 @@ func TestHandshakeTimeoutKillsGroup(t *testing.T) {
 // any other; the budget spent, the server parks, with nothing left
 // running.
 func TestHangingPluginParks(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server("slow", "slow", self, map[string]any{})
-	srv.Env = map[string]string{testModeEnv: "hang-with-child"}
+	srv := testModePlugin(t, "slow", "hang-with-child")
 	srv.ConnectTimeout = 300 * time.Millisecond
 	srv.Reconnect.MaxRetries = 1
-	logger := testLogger(t)
-	d, err := plugin.NewDialer(srv, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger, BackoffBase: 10 * time.Millisecond})
-	sup.Start()
+	sup := supervise(t, srv, 10*time.Millisecond)
 	defer sup.Stop(context.Background())
 	testutil.Eventually(t, 20*time.Second, "parked", func() bool { return sup.Status().State == "parked" })
 	st := sup.Status()
@@ -147,20 +130,9 @@ func TestHangingPluginParks(t *testing.T) {
 // TestStopDuringHandshake: stopping a server whose plugin is still in its
 // handshake does not wait out connect_timeout, and leaves nothing behind.
 func TestStopDuringHandshake(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server("slow", "slow", self, map[string]any{})
-	srv.Env = map[string]string{testModeEnv: "hang-with-child"}
+	srv := testModePlugin(t, "slow", "hang-with-child")
 	srv.ConnectTimeout = 5 * time.Minute
-	logger := testLogger(t)
-	d, err := plugin.NewDialer(srv, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger})
-	sup.Start()
+	sup := supervise(t, srv, 0)
 	testutil.Eventually(t, 20*time.Second, "the plugin and its child", func() bool { return len(pluginProcesses(t)) == 2 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -180,12 +152,7 @@ func TestStopDuringHandshake(t *testing.T) {
 // lines into the log, the rest summarized as dropped; its last words still
 // reach the error.
 func TestStderrFloodIsRateLimited(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server("noisy", "noisy", self, map[string]any{})
-	srv.Env = map[string]string{testModeEnv: "flood"}
+	srv := testModePlugin(t, "noisy", "flood")
 	var log testutil.Buffer
 	d, err := plugin.NewDialer(srv, hclogTo(&log))
 	if err != nil {
