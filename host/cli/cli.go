@@ -798,12 +798,8 @@ func authHint(status int) string {
 // running host serving the config.
 func controlCmd(action string, args []string, stdio IO) int {
 	fs, path, addr, token := newControlFlags(action, stdio)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stdio.Stderr, "usage: mcpvisor %s [-config FILE] [-addr HOST:PORT] [-token TOKEN] SERVER\n", action)
+	name, ok := parseOneArg(fs, args, stdio, "mcpvisor "+action+" [-config FILE] [-addr HOST:PORT] [-token TOKEN] SERVER")
+	if !ok {
 		return ExitUsage
 	}
 	ts, code := findTargets(action, *path, *addr, *token, fs, stdio)
@@ -813,7 +809,7 @@ func controlCmd(action string, args []string, stdio IO) int {
 	code = ExitOK
 	for _, t := range ts {
 		ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
-		resp, err := t.do(ctx, http.MethodPost, "/control/"+action+"?server="+url.QueryEscape(pos[0]))
+		resp, err := t.do(ctx, http.MethodPost, "/control/"+action+"?server="+url.QueryEscape(name))
 		if err != nil {
 			cancel()
 			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no host answering at %s: %v (is `mcpvisor run` running with this config?)\n", action, t.name, err)
@@ -836,7 +832,7 @@ func controlCmd(action string, args []string, stdio IO) int {
 			code = ExitRuntime
 		default:
 			st := res.Server
-			fmt.Fprintf(stdio.Stdout, "%s: %s %s: %s (generation %d)\n", t.name, pos[0], pastTense(action), st.State, st.Generation)
+			fmt.Fprintf(stdio.Stdout, "%s: %s %s: %s (generation %d)\n", t.name, name, pastTense(action), st.State, st.Generation)
 		}
 	}
 	return code
@@ -902,6 +898,20 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // parseNoArgs is parseArgs for a command that takes flags only; it says
 // which argument was unexpected and reports whether parsing succeeded.
+// parseOneArg parses args for a command that takes exactly one argument,
+// printing usage otherwise.
+func parseOneArg(fs *flag.FlagSet, args []string, stdio IO, usage string) (string, bool) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return "", false
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stdio.Stderr, "usage: "+usage)
+		return "", false
+	}
+	return pos[0], true
+}
+
 func parseNoArgs(fs *flag.FlagSet, args []string, stdio IO) bool {
 	pos, err := parseArgs(fs, args)
 	if err != nil {

@@ -41,36 +41,32 @@ var (
 // Code or Cursor MCP configuration file.
 func importCmd(args []string, stdio IO) int {
 	fs, _ := newFlags("import", stdio)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	file, ok := parseOneArg(fs, args, stdio, "mcpvisor import FILE   (claude_desktop_config.json, .mcp.json or Cursor's mcp.json); prints config.hcl")
+	if !ok {
 		return ExitUsage
 	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stdio.Stderr, "usage: mcpvisor import FILE   (claude_desktop_config.json, .mcp.json or Cursor's mcp.json); prints config.hcl")
-		return ExitUsage
-	}
-	data, err := os.ReadFile(pos[0])
+	data, err := os.ReadFile(file)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor import: %v\n", err)
 		return ExitRuntime
 	}
 	var f mcpServersFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor import: %s is not a JSON MCP client configuration: %v\n", pos[0], err)
+		fmt.Fprintf(stdio.Stderr, "mcpvisor import: %s is not a JSON MCP client configuration: %v\n", file, err)
 		return ExitUsage
 	}
 	if len(f.MCPServers) == 0 {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor import: %s has no \"mcpServers\" entries to import\n", pos[0])
+		fmt.Fprintf(stdio.Stderr, "mcpvisor import: %s has no \"mcpServers\" entries to import\n", file)
 		return ExitUsage
 	}
-	out, vars, err := renderHCL(pos[0], f)
+	out, vars, err := renderHCL(file, f)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor import: %v\n", err)
 		return ExitUsage
 	}
 	fmt.Fprint(stdio.Stdout, out)
 	if len(vars) > 0 {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor import: set %s before running mcpvisor (their values stay in %s, not in the HCL)\n", strings.Join(vars, ", "), pos[0])
+		fmt.Fprintf(stdio.Stderr, "mcpvisor import: set %s before running mcpvisor (their values stay in %s, not in the HCL)\n", strings.Join(vars, ", "), file)
 	}
 	return ExitOK
 }

@@ -20,15 +20,10 @@ const loginTimeout = 10 * time.Minute
 func loginCmd(args []string, stdio IO) int {
 	fs, path := newFlags("login", stdio)
 	noBrowser := fs.Bool("no-browser", false, "only print the URL; do not start a browser")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	name, ok := parseOneArg(fs, args, stdio, "mcpvisor login [-config FILE] [-no-browser] NAME")
+	if !ok {
 		return ExitUsage
 	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stdio.Stderr, "usage: mcpvisor login [-config FILE] [-no-browser] NAME")
-		return ExitUsage
-	}
-	name := pos[0]
 	cfg, ok := loadConfig(*path, stdio)
 	if !ok {
 		return ExitUsage
@@ -57,15 +52,10 @@ func loginCmd(args []string, stdio IO) int {
 
 func logoutCmd(args []string, stdio IO) int {
 	fs, path := newFlags("logout", stdio)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	name, ok := parseOneArg(fs, args, stdio, "mcpvisor logout [-config FILE] NAME")
+	if !ok {
 		return ExitUsage
 	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stdio.Stderr, "usage: mcpvisor logout [-config FILE] NAME")
-		return ExitUsage
-	}
-	name := pos[0]
 	cfg, ok := loadConfig(*path, stdio)
 	if !ok {
 		return ExitUsage
