@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -253,25 +252,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
-}
-
-// browser follows the authorization URL's redirects to mcpvisor's loopback
-// listener, as a browser of a logged-in user would.
-func browser(ctx context.Context, authURL string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		// A person would read the error page and give up.
-		return fmt.Errorf("the browser ended at %s with HTTP %s", resp.Request.URL.Path, resp.Status)
-	}
-	return nil
 }
 
 // resourceFor counts the token requests of grant type grant that carried

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
@@ -101,7 +102,7 @@ server "secure" {
 		t.Helper()
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		file, err := host.Login(lctx, cfg, "secure", host.LoginOptions{Open: browser, TokenStore: store})
+		file, err := host.Login(lctx, cfg, "secure", host.LoginOptions{Open: testutil.Browser, TokenStore: store})
 		if err != nil {
 			t.Fatalf("login: %v", err)
 		}
@@ -305,7 +306,7 @@ server "unknown-client" {
 }`, ps.URL(), ps.URL()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	opts := host.LoginOptions{Open: browser, TokenStore: t.TempDir()}
+	opts := host.LoginOptions{Open: testutil.Browser, TokenStore: t.TempDir()}
 	for name, want := range map[string]string{
 		"missing":        `no server block has that name`,
 		"plain":          `has no oauth block`,

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -331,4 +332,24 @@ func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Browser follows an OAuth authorization URL's redirects, as the browser
+// of a logged-in user who has consented would, to the client's redirect
+// listener (for LoginOptions.Open). A page other than 200 at the end is
+// an error: a person would read it and give up.
+func Browser(ctx context.Context, authURL string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the browser ended at %s with HTTP %s", resp.Request.URL.Path, resp.Status)
+	}
+	return nil
 }

@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,6 +34,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
@@ -115,7 +115,7 @@ func run(ctx context.Context, url, scenario string, sc scenarioContext) error {
 			return fmt.Errorf("giving up after %d logins", logins)
 		}
 		logins++
-		file, err := host.Login(ctx, cfg, serverName, host.LoginOptions{Open: browser, TokenStore: tokens})
+		file, err := host.Login(ctx, cfg, serverName, host.LoginOptions{Open: testutil.Browser, TokenStore: tokens})
 		if err != nil {
 			return fmt.Errorf("login %d: %w", logins, err)
 		}
@@ -227,22 +227,4 @@ func text(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, " ")
-}
-
-// browser follows the authorization URL's redirects to the login's loopback
-// listener, as the browser of a logged-in user who has consented would.
-func browser(ctx context.Context, authURL string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the browser ended at %s with HTTP %s", resp.Request.URL.Path, resp.Status)
-	}
-	return nil
 }
