@@ -364,6 +364,25 @@ func (d *decoder) server(rs *serverSchema) *Server {
 			at("breaker.cooldown", rb.Cooldown)
 		}
 	}
+
+	if rc := rs.Catalog; rc != nil {
+		for _, f := range []struct {
+			expr hcl.Expression
+			name string
+			dst  *int
+		}{
+			{rc.MaxTools, "max_tools", &s.Catalog.MaxTools},
+			{rc.MaxResources, "max_resources", &s.Catalog.MaxResources},
+			{rc.MaxPrompts, "max_prompts", &s.Catalog.MaxPrompts},
+			{rc.MaxBytes, "max_bytes", &s.Catalog.MaxBytes},
+			{rc.MaxPages, "max_pages", &s.Catalog.MaxPages},
+		} {
+			if v, ok := d.integer(f.expr, f.name); ok {
+				*f.dst = v
+				at("catalog."+f.name, f.expr)
+			}
+		}
+	}
 	return s
 }
 

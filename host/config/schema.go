@@ -86,6 +86,9 @@ type serverSchema struct {
 	Reconnect *reconnectSchema `hcl:"reconnect,block"`
 	Breaker   *breakerSchema   `hcl:"breaker,block"`
 
+	// Catalog bounds what the server's list operations may hold.
+	Catalog *catalogSchema `hcl:"catalog,block"`
+
 	DefRange hcl.Range `hcl:",def_range"`
 }
 
@@ -132,4 +135,13 @@ type reconnectSchema struct {
 type breakerSchema struct {
 	Threshold hcl.Expression `hcl:"threshold,optional"`
 	Cooldown  hcl.Expression `hcl:"cooldown,optional"`
+}
+
+// catalogSchema is the `catalog { … }` block inside a server block.
+type catalogSchema struct {
+	MaxTools     hcl.Expression `hcl:"max_tools,optional"`
+	MaxResources hcl.Expression `hcl:"max_resources,optional"`
+	MaxPrompts   hcl.Expression `hcl:"max_prompts,optional"`
+	MaxBytes     hcl.Expression `hcl:"max_bytes,optional"`
+	MaxPages     hcl.Expression `hcl:"max_pages,optional"`
 }

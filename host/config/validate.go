@@ -327,6 +327,21 @@ func (k *checker) server(s *Server) {
 	}
 	k.positive(s, "breaker.cooldown", name, s.Breaker.Cooldown)
 
+	for _, f := range []struct {
+		key string
+		v   int
+	}{
+		{"catalog.max_tools", s.Catalog.MaxTools}, {"catalog.max_resources", s.Catalog.MaxResources},
+		{"catalog.max_prompts", s.Catalog.MaxPrompts}, {"catalog.max_bytes", s.Catalog.MaxBytes},
+		{"catalog.max_pages", s.Catalog.MaxPages},
+	} {
+		if f.v < 0 {
+			attr := strings.TrimPrefix(f.key, "catalog.")
+			k.errorf(k.at(s, f.key), "Invalid "+attr,
+				"%s in %s is %d; it must be 0 or more (0 or unset means the default).", attr, name, f.v)
+		}
+	}
+
 	if p := s.Plugin; p != nil {
 		k.plugin(s, p, name)
 	}

@@ -33,6 +33,10 @@ type Catalog struct {
 	Resources []*mcp.Resource
 	Templates []*mcp.ResourceTemplate
 	Prompts   []*mcp.Prompt
+	// Truncated says, one sentence per list operation, why listing
+	// stopped before the upstream's end (a catalog bound was reached);
+	// empty when the upstream listed everything.
+	Truncated []string
 }
 
 // ServerSpec says how one server's catalog is exposed.
