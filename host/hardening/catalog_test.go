@@ -51,7 +51,9 @@ type catalogUpstream struct {
 func (u *catalogUpstream) arm() {
 	u.armed.Store(true)
 	u.srv.AddTool(&mcp.Tool{Name: "armed", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
 }
 
 func toolName(i int) string { return fmt.Sprintf("t%05d", i) }
