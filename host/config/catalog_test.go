@@ -44,3 +44,23 @@ func TestCatalogBlock(t *testing.T) {
 		t.Errorf("negative max_prompts: err = %v, want a refusal naming max_prompts and the server", err)
 	}
 }
+
+// TestMetricsBlock checks the host's metrics block, and that a bound of 0
+// written in the file is refused rather than taken as the default.
+func TestMetricsBlock(t *testing.T) {
+	cfg, err := config.Parse([]byte("host {\n  metrics {\n    max_names_per_server = 20\n    max_names = 100\n  }\n}\n"), "config.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Host.Metrics; got != (config.Metrics{MaxNamesPerServer: 20, MaxNames: 100}) {
+		t.Errorf("Metrics = %+v", got)
+	}
+	for _, src := range []string{
+		"host {\n  metrics {\n    max_names = 0\n  }\n}\n",
+		"server \"fs\" {\n  command = \"npx\"\n  catalog {\n    max_tools = 0\n  }\n}\n",
+	} {
+		if _, err := config.Parse([]byte(src), "config.hcl"); err == nil || !strings.Contains(err.Error(), "must be 1 or more") {
+			t.Errorf("a written 0 is not refused: err = %v\n%s", err, src)
+		}
+	}
+}

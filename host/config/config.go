@@ -137,6 +137,9 @@ type Host struct {
 	// Audit, when set, turns on the audit log of forwarded calls.
 	Audit *Audit
 
+	// Metrics bounds the tool label values of the Prometheus metrics.
+	Metrics Metrics
+
 	// SessionIdleTimeout closes a downstream HTTP session that has seen no
 	// request for this long (a client that went away without DELETE).
 	// Zero means DefaultSessionIdleTimeout.
@@ -335,9 +338,22 @@ type Breaker struct {
 	Cooldown time.Duration
 }
 
+// Metrics is the host's `metrics { … }` block. The tool label of
+// mcpvisor_calls_total takes its values from upstream catalogs, which are
+// untrusted; calls past these bounds are counted under the label "_other".
+// Zero means the default (only in a Config built in Go).
+type Metrics struct {
+	// MaxNamesPerServer bounds the distinct tool and prompt names one
+	// server may add as label values (default 500).
+	MaxNamesPerServer int
+	// MaxNames bounds them for all servers together (default 5000).
+	MaxNames int
+}
+
 // Catalog is the `catalog { … }` block: bounds on what one server lists.
-// A zero field means its default (WithDefaults); listing stops with a
-// warning when a bound is reached and keeps the entries up to it.
+// A zero field (only in a Config built in Go: a file must write 1 or more)
+// means its default (WithDefaults); listing stops with a warning when a
+// bound is reached and keeps the entries up to it.
 type Catalog struct {
 	// MaxTools bounds the tools kept (DefaultMaxTools).
 	MaxTools int

@@ -215,6 +215,16 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		}
 		h.Audit = a
 	}
+	if rm := rh.Metrics; rm != nil {
+		if v, ok := d.integer(rm.MaxNamesPerServer, "max_names_per_server"); ok {
+			h.Metrics.MaxNamesPerServer = v
+			at("metrics.max_names_per_server", rm.MaxNamesPerServer)
+		}
+		if v, ok := d.integer(rm.MaxNames, "max_names"); ok {
+			h.Metrics.MaxNames = v
+			at("metrics.max_names", rm.MaxNames)
+		}
+	}
 	if rh.Auth != nil {
 		d.src.host["auth"] = rh.Auth.DefRange
 		before := len(d.diags)

@@ -37,6 +37,9 @@ type hostSchema struct {
 	Auth  *authSchema  `hcl:"auth,block"`
 	Audit *auditSchema `hcl:"audit,block"`
 
+	// Metrics bounds the label values of the Prometheus metrics.
+	Metrics *metricsSchema `hcl:"metrics,block"`
+
 	DefRange hcl.Range `hcl:",def_range"`
 }
 
@@ -46,6 +49,12 @@ type auditSchema struct {
 	IncludeArguments hcl.Expression `hcl:"include_arguments,optional"`
 
 	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// metricsSchema is the `metrics { … }` block inside the host block.
+type metricsSchema struct {
+	MaxNamesPerServer hcl.Expression `hcl:"max_names_per_server,optional"`
+	MaxNames          hcl.Expression `hcl:"max_names,optional"`
 }
 
 // authSchema is the `auth { … }` block inside the host block.
