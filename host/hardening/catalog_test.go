@@ -251,6 +251,19 @@ server "loop" {
 	if !strings.Contains(mv.stderr.String(), "catalog truncated") {
 		t.Errorf("no \"catalog truncated\" warning in the log")
 	}
+	truncated := map[string]bool{}
+	for _, line := range strings.Split(mv.metricsText(t), "\n") {
+		if strings.HasPrefix(line, "mcpvisor_catalog_truncated{") && strings.HasSuffix(line, "} 1") {
+			_, server, _ := strings.Cut(line, `server="`)
+			server, _, _ = strings.Cut(server, `"`)
+			truncated[server] = true
+		}
+	}
+	for _, server := range []string{"many", "heavy", "pages", "loop"} {
+		if !truncated[server] {
+			t.Errorf("/metrics: mcpvisor_catalog_truncated is not 1 for %s", server)
+		}
+	}
 
 	// The first tools are exposed and reach the upstream.
 	cs := connectClient(t, mv)

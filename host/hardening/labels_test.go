@@ -19,9 +19,8 @@ const (
 	churnRounds = 3
 )
 
-// callSeries counts the mcpvisor_calls_total series of server in
-// mcpvisor's /metrics.
-func (mv *mcpvisor) callSeries(t *testing.T, server string) int {
+// metricsText returns mcpvisor's /metrics.
+func (mv *mcpvisor) metricsText(t *testing.T) string {
 	t.Helper()
 	hc := newHTTPClient(t, healthzTimeout)
 	resp, err := hc.Get("http://" + mv.addr + "/metrics")
@@ -33,8 +32,15 @@ func (mv *mcpvisor) callSeries(t *testing.T, server string) int {
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)
 	}
+	return string(body)
+}
+
+// callSeries counts the mcpvisor_calls_total series of server in
+// mcpvisor's /metrics.
+func (mv *mcpvisor) callSeries(t *testing.T, server string) int {
+	t.Helper()
 	n := 0
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(mv.metricsText(t), "\n") {
 		if strings.HasPrefix(line, "mcpvisor_calls_total{") && strings.Contains(line, `server="`+server+`"`) {
 			n++
 		}

@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +64,16 @@ func TestNameLabelsBoundedInAll(t *testing.T) {
 	// a: 30 names and _other; b: the 20 left and _other; c: _other only.
 	if n := testutil.CollectAndCount(o.Collector(), "mcpvisor_calls_total"); n != 30+1+20+1+1 {
 		t.Errorf("%d call series, want %d", n, 30+1+20+1+1)
+	}
+	// The bound being hit is a metric too.
+	want := `
+# HELP mcpvisor_tool_label_names_over_limit Tool and prompt names of the server's catalog past the metrics block's bounds, whose calls are counted under tool="_other".
+# TYPE mcpvisor_tool_label_names_over_limit gauge
+mcpvisor_tool_label_names_over_limit{server="a"} 10
+mcpvisor_tool_label_names_over_limit{server="b"} 20
+mcpvisor_tool_label_names_over_limit{server="c"} 40
+`
+	if err := testutil.CollectAndCompare(o.Collector(), strings.NewReader(want), "mcpvisor_tool_label_names_over_limit"); err != nil {
+		t.Error(err)
 	}
 }

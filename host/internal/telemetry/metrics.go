@@ -58,6 +58,10 @@ type Metrics struct {
 
 	stateDesc, breakerDesc, generationDesc, sessionsDesc *prometheus.Desc
 
+	// catalogTruncatedDesc and namesOverDesc report the catalog and label
+	// bounds being hit (docs/security.md).
+	catalogTruncatedDesc, namesOverDesc *prometheus.Desc
+
 	status   func() []upstream.Status
 	sessions func() int
 
@@ -72,6 +76,7 @@ type Metrics struct {
 	namesMu    sync.RWMutex
 	names      map[string]nameSet // server → the names it may label
 	namesTotal int                // sum of len(names[s])
+	namesOver  map[string]int     // server → names of its catalog left unlabelled
 }
 
 // nameSet is the names a server's catalog offers, for the tool label.
@@ -151,12 +156,17 @@ func newMetrics(status func() []upstream.Status, sessions func() int, replica st
 			"Successful connects of the server so far; each is a new session.", []string{"server"}, constLabels),
 		sessionsDesc: prometheus.NewDesc("mcpvisor_downstream_sessions",
 			"Downstream MCP sessions open (HTTP and stdio).", nil, constLabels),
+		catalogTruncatedDesc: prometheus.NewDesc("mcpvisor_catalog_truncated",
+			"1 when the server's last listing stopped at a bound of its catalog block (or a repeated cursor), 0 otherwise.", []string{"server"}, constLabels),
+		namesOverDesc: prometheus.NewDesc("mcpvisor_tool_label_names_over_limit",
+			"Tool and prompt names of the server's catalog past the metrics block's bounds, whose calls are counted under tool=\"_other\".", []string{"server"}, constLabels),
 		status:   status,
 		sessions: sessions,
 
 		maxNamesPerServer: maxNamesPerServer,
 		maxNames:          maxNames,
 		names:             map[string]nameSet{},
+		namesOver:         map[string]int{},
 	}
 	return m
 }
@@ -175,6 +185,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.breakerDesc
 	ch <- m.generationDesc
 	ch <- m.sessionsDesc
+	ch <- m.catalogTruncatedDesc
+	ch <- m.namesOverDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -191,8 +203,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(m.breakerDesc, prometheus.GaugeValue, boolValue(st.Breaker == b.String()), st.Name, b.String())
 			}
 			ch <- prometheus.MustNewConstMetric(m.generationDesc, prometheus.GaugeValue, float64(st.Generation), st.Name)
+			ch <- prometheus.MustNewConstMetric(m.catalogTruncatedDesc, prometheus.GaugeValue, boolValue(st.CatalogTruncated != ""), st.Name)
 		}
 	}
+	m.namesMu.RLock()
+	for server, n := range m.namesOver {
+		ch <- prometheus.MustNewConstMetric(m.namesOverDesc, prometheus.GaugeValue, float64(n), server)
+	}
+	m.namesMu.RUnlock()
 	if m.sessions != nil {
 		ch <- prometheus.MustNewConstMetric(m.sessionsDesc, prometheus.GaugeValue, float64(m.sessions()))
 	}
@@ -256,6 +274,11 @@ func (m *Metrics) setCatalog(server string, cat *registry.Catalog) {
 	}
 	m.namesTotal += len(set) - len(old)
 	m.names[server] = set
+	distinct := make(nameSet, len(names))
+	for _, n := range names {
+		distinct[n] = struct{}{}
+	}
+	m.namesOver[server] = len(distinct) - len(set)
 }
 
 // nameLabel is the tool label for a call: the name if its server offers
