@@ -93,8 +93,8 @@ func (h *Host) serverStatus(s upstream.Status) ServerStatus {
 		Prompts:         s.Prompts,
 		Pid:             s.Pid,
 
-		CatalogTruncated:       s.CatalogTruncated != "",
-		CatalogTruncatedReason: s.CatalogTruncated,
+		CatalogTruncated:       s.CatalogTruncatedReason != "",
+		CatalogTruncatedReason: s.CatalogTruncatedReason,
 	}
 	if h.registry != nil {
 		for _, t := range h.registry.Tools() {

@@ -203,7 +203,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(m.breakerDesc, prometheus.GaugeValue, boolValue(st.Breaker == b.String()), st.Name, b.String())
 			}
 			ch <- prometheus.MustNewConstMetric(m.generationDesc, prometheus.GaugeValue, float64(st.Generation), st.Name)
-			ch <- prometheus.MustNewConstMetric(m.catalogTruncatedDesc, prometheus.GaugeValue, boolValue(st.CatalogTruncated != ""), st.Name)
+			ch <- prometheus.MustNewConstMetric(m.catalogTruncatedDesc, prometheus.GaugeValue, boolValue(st.CatalogTruncatedReason != ""), st.Name)
 		}
 	}
 	m.namesMu.RLock()

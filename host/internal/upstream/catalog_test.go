@@ -44,8 +44,8 @@ func TestCatalogBoundsEveryList(t *testing.T) {
 		t.Errorf("not the first entries: resources from %s, prompts to %s", cat.Resources[0].URI, cat.Prompts[11].Name)
 	}
 	for _, want := range []string{"resources/list", "resources/templates/list", "prompts/list"} {
-		if !strings.Contains(st.CatalogTruncated, want) {
-			t.Errorf("status catalog_truncated %q does not name %s", st.CatalogTruncated, want)
+		if !strings.Contains(st.CatalogTruncatedReason, want) {
+			t.Errorf("status catalog_truncated_reason %q does not name %s", st.CatalogTruncatedReason, want)
 		}
 	}
 
@@ -59,7 +59,7 @@ func TestCatalogBoundsEveryList(t *testing.T) {
 	if n := len(cat.Resources) + len(cat.Templates) + len(cat.Prompts); n == 0 || n >= 90 {
 		t.Errorf("kept %d entries within 2000 bytes, want some but not all 90", n)
 	}
-	if !strings.Contains(st.CatalogTruncated, "catalog.max_bytes") {
-		t.Errorf("status catalog_truncated %q does not name max_bytes", st.CatalogTruncated)
+	if !strings.Contains(st.CatalogTruncatedReason, "catalog.max_bytes") {
+		t.Errorf("status catalog_truncated_reason %q does not name max_bytes", st.CatalogTruncatedReason)
 	}
 }

@@ -194,9 +194,9 @@ type Status struct {
 	Prompts     int       `json:"prompts"`
 	// Pid is the server process's pid for stdio servers that are running.
 	Pid int `json:"pid,omitempty"`
-	// CatalogTruncated says why the last listing stopped before the
-	// upstream's end (catalog.go); "" when it listed everything.
-	CatalogTruncated string `json:"catalog_truncated,omitempty"`
+	// CatalogTruncatedReason says why the last listing stopped before
+	// the upstream's end (catalog.go); "" when it listed everything.
+	CatalogTruncatedReason string `json:"catalog_truncated_reason,omitempty"`
 }
 
 // session is one live connection: a generation of the server.
@@ -413,7 +413,7 @@ func (s *Supervisor) Status() Status {
 	}
 	if c := s.catalog; c != nil {
 		st.Tools, st.Resources, st.Prompts = len(c.Tools), len(c.Resources)+len(c.Templates), len(c.Prompts)
-		st.CatalogTruncated = strings.Join(c.Truncated, "; ")
+		st.CatalogTruncatedReason = strings.Join(c.Truncated, "; ")
 	}
 	s.mu.Unlock()
 	bs, bf, until := s.breaker.Snapshot()
