@@ -140,6 +140,9 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		Audit:          h.audit,
 		Logger:         o.logger.Named("audit"),
 		Replica:        replica,
+
+		MaxNamesPerServer: cfg.Host.Metrics.MaxNamesPerServer,
+		MaxNames:          cfg.Host.Metrics.MaxNames,
 	})
 
 	sep := cfg.Host.Separator

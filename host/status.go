@@ -53,6 +53,12 @@ type ServerStatus struct {
 	Prompts      int `json:"prompts"`
 	// Pid is the server process's pid for stdio servers that are running.
 	Pid int `json:"pid,omitempty"`
+	// CatalogTruncated is set when the server's last listing stopped at a
+	// bound of its catalog block (or at a repeated cursor) before the
+	// upstream's end: only the entries up to the bound are exposed.
+	// CatalogTruncatedReason says which bound, per list operation.
+	CatalogTruncated       bool   `json:"catalog_truncated"`
+	CatalogTruncatedReason string `json:"catalog_truncated_reason,omitempty"`
 
 	// Calls counts the tools/call, resources/read and prompts/get
 	// operations forwarded to the server since the host started; Errors
@@ -86,6 +92,9 @@ func (h *Host) serverStatus(s upstream.Status) ServerStatus {
 		Resources:       s.Resources,
 		Prompts:         s.Prompts,
 		Pid:             s.Pid,
+
+		CatalogTruncated:       s.CatalogTruncatedReason != "",
+		CatalogTruncatedReason: s.CatalogTruncatedReason,
 	}
 	if h.registry != nil {
 		for _, t := range h.registry.Tools() {

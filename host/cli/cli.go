@@ -863,9 +863,14 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 		if !s.NextAttempt.IsZero() {
 			next = s.NextAttempt.Local().Format(time.TimeOnly)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d of %d\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.State,
+		// A truncated catalog is marked in TOOLS; -json has the reason.
+		tools := fmt.Sprint(s.ExposedTools)
+		if s.CatalogTruncated {
+			tools += " (truncated)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d of %d\t%s\t%s\t%d\t%d\t%s\n", s.Name, s.State,
 			s.Since.Local().Format(time.TimeOnly), next, s.Generation, s.Retries, s.MaxRetries,
-			s.Breaker, s.ExposedTools, s.Calls, s.Errors, last)
+			s.Breaker, tools, s.Calls, s.Errors, last)
 	}
 	tw.Flush()
 }

@@ -64,6 +64,24 @@ const (
 	DefaultDrain = 5 * time.Second
 )
 
+// Catalog bounds (the server block's catalog block; docs/security.md,
+// "Catalogs"). An upstream chooses how much it lists; these keep one
+// server's catalog from taking the host's memory.
+const (
+	// DefaultMaxTools bounds the tools kept from one server's tools/list.
+	DefaultMaxTools = 10000
+	// DefaultMaxResources bounds the resources, and separately the
+	// resource templates, kept from one server.
+	DefaultMaxResources = 10000
+	// DefaultMaxPrompts bounds the prompts kept from one server.
+	DefaultMaxPrompts = 10000
+	// DefaultCatalogMaxBytes bounds the encoded size of everything one
+	// server lists (tools, resources, templates and prompts together).
+	DefaultCatalogMaxBytes = 32 << 20
+	// DefaultMaxPages bounds the pages one list operation follows.
+	DefaultMaxPages = 1000
+)
+
 // Transport names a server block's transport.
 type Transport string
 
@@ -118,6 +136,9 @@ type Host struct {
 
 	// Audit, when set, turns on the audit log of forwarded calls.
 	Audit *Audit
+
+	// Metrics bounds the tool label values of the Prometheus metrics.
+	Metrics Metrics
 
 	// SessionIdleTimeout closes a downstream HTTP session that has seen no
 	// request for this long (a client that went away without DELETE).
@@ -210,6 +231,9 @@ type Server struct {
 
 	// Breaker configures the per-server circuit breaker.
 	Breaker Breaker
+
+	// Catalog bounds what the server's list operations may hold.
+	Catalog Catalog
 
 	// DeclRange is where the block was declared, for errors that point back
 	// into the file. Zero when built in Go.
@@ -312,4 +336,51 @@ type Breaker struct {
 	Threshold int
 	// Cooldown is how long the breaker stays open before a half-open probe.
 	Cooldown time.Duration
+}
+
+// Metrics is the host's `metrics { … }` block. The tool label of
+// mcpvisor_calls_total takes its values from upstream catalogs, which are
+// untrusted; calls past these bounds are counted under the label "_other".
+// Zero means the default (only in a Config built in Go).
+type Metrics struct {
+	// MaxNamesPerServer bounds the distinct tool and prompt names one
+	// server may add as label values (default 500).
+	MaxNamesPerServer int
+	// MaxNames bounds them for all servers together (default 5000).
+	MaxNames int
+}
+
+// Catalog is the `catalog { … }` block: bounds on what one server lists.
+// A zero field (only in a Config built in Go: a file must write 1 or more)
+// means its default (WithDefaults); listing stops with a warning when a
+// bound is reached and keeps the entries up to it.
+type Catalog struct {
+	// MaxTools bounds the tools kept (DefaultMaxTools).
+	MaxTools int
+	// MaxResources bounds the resources kept, and separately the resource
+	// templates (DefaultMaxResources).
+	MaxResources int
+	// MaxPrompts bounds the prompts kept (DefaultMaxPrompts).
+	MaxPrompts int
+	// MaxBytes bounds the JSON size of all entries kept, all lists
+	// together (DefaultCatalogMaxBytes).
+	MaxBytes int
+	// MaxPages bounds the pages one list operation follows
+	// (DefaultMaxPages).
+	MaxPages int
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Catalog) WithDefaults() Catalog {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxTools, DefaultMaxTools)
+	def(&c.MaxResources, DefaultMaxResources)
+	def(&c.MaxPrompts, DefaultMaxPrompts)
+	def(&c.MaxBytes, DefaultCatalogMaxBytes)
+	def(&c.MaxPages, DefaultMaxPages)
+	return c
 }

@@ -215,6 +215,16 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		}
 		h.Audit = a
 	}
+	if rm := rh.Metrics; rm != nil {
+		if v, ok := d.integer(rm.MaxNamesPerServer, "max_names_per_server"); ok {
+			h.Metrics.MaxNamesPerServer = v
+			at("metrics.max_names_per_server", rm.MaxNamesPerServer)
+		}
+		if v, ok := d.integer(rm.MaxNames, "max_names"); ok {
+			h.Metrics.MaxNames = v
+			at("metrics.max_names", rm.MaxNames)
+		}
+	}
 	if rh.Auth != nil {
 		d.src.host["auth"] = rh.Auth.DefRange
 		before := len(d.diags)
@@ -362,6 +372,25 @@ func (d *decoder) server(rs *serverSchema) *Server {
 		if v, ok := d.duration(rb.Cooldown, "cooldown", where); ok {
 			s.Breaker.Cooldown = v
 			at("breaker.cooldown", rb.Cooldown)
+		}
+	}
+
+	if rc := rs.Catalog; rc != nil {
+		for _, f := range []struct {
+			expr hcl.Expression
+			name string
+			dst  *int
+		}{
+			{rc.MaxTools, "max_tools", &s.Catalog.MaxTools},
+			{rc.MaxResources, "max_resources", &s.Catalog.MaxResources},
+			{rc.MaxPrompts, "max_prompts", &s.Catalog.MaxPrompts},
+			{rc.MaxBytes, "max_bytes", &s.Catalog.MaxBytes},
+			{rc.MaxPages, "max_pages", &s.Catalog.MaxPages},
+		} {
+			if v, ok := d.integer(f.expr, f.name); ok {
+				*f.dst = v
+				at("catalog."+f.name, f.expr)
+			}
 		}
 	}
 	return s

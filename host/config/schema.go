@@ -37,6 +37,9 @@ type hostSchema struct {
 	Auth  *authSchema  `hcl:"auth,block"`
 	Audit *auditSchema `hcl:"audit,block"`
 
+	// Metrics bounds the label values of the Prometheus metrics.
+	Metrics *metricsSchema `hcl:"metrics,block"`
+
 	DefRange hcl.Range `hcl:",def_range"`
 }
 
@@ -46,6 +49,12 @@ type auditSchema struct {
 	IncludeArguments hcl.Expression `hcl:"include_arguments,optional"`
 
 	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// metricsSchema is the `metrics { … }` block inside the host block.
+type metricsSchema struct {
+	MaxNamesPerServer hcl.Expression `hcl:"max_names_per_server,optional"`
+	MaxNames          hcl.Expression `hcl:"max_names,optional"`
 }
 
 // authSchema is the `auth { … }` block inside the host block.
@@ -85,6 +94,9 @@ type serverSchema struct {
 	Tools     *toolsSchema     `hcl:"tools,block"`
 	Reconnect *reconnectSchema `hcl:"reconnect,block"`
 	Breaker   *breakerSchema   `hcl:"breaker,block"`
+
+	// Catalog bounds what the server's list operations may hold.
+	Catalog *catalogSchema `hcl:"catalog,block"`
 
 	DefRange hcl.Range `hcl:",def_range"`
 }
@@ -132,4 +144,13 @@ type reconnectSchema struct {
 type breakerSchema struct {
 	Threshold hcl.Expression `hcl:"threshold,optional"`
 	Cooldown  hcl.Expression `hcl:"cooldown,optional"`
+}
+
+// catalogSchema is the `catalog { … }` block inside a server block.
+type catalogSchema struct {
+	MaxTools     hcl.Expression `hcl:"max_tools,optional"`
+	MaxResources hcl.Expression `hcl:"max_resources,optional"`
+	MaxPrompts   hcl.Expression `hcl:"max_prompts,optional"`
+	MaxBytes     hcl.Expression `hcl:"max_bytes,optional"`
+	MaxPages     hcl.Expression `hcl:"max_pages,optional"`
 }

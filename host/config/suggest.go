@@ -102,6 +102,9 @@ var homes = map[string]string{
 	"parked_retry": "a server's reconnect block", "healthy_after": "a server's reconnect block",
 	"threshold": "a server's breaker block", "cooldown": "a server's breaker block",
 	"sha256": "a server's plugin block", "config": "a server's plugin block",
+	"metrics": "the host block", "max_names_per_server": "the host block's metrics block", "max_names": "the host block's metrics block",
+	"catalog": "a server block", "max_tools": "a server's catalog block", "max_resources": "a server's catalog block",
+	"max_prompts": "a server's catalog block", "max_bytes": "a server's catalog block", "max_pages": "a server's catalog block",
 }
 
 // blockType is the schema struct of the block typ inside ty, or nil.

@@ -177,6 +177,16 @@ func (k *checker) host(h *Host) {
 		k.errorf(k.hostAt("max_sessions"), "Invalid max_sessions",
 			"max_sessions in the host block is %d; it must be 1 or more, such as the default %d.", h.MaxSessions, DefaultMaxSessions)
 	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"metrics.max_names_per_server", h.Metrics.MaxNamesPerServer}, {"metrics.max_names", h.Metrics.MaxNames}} {
+		if f.v < 0 || (f.v == 0 && k.hostAt(f.key) != nil) {
+			attr := strings.TrimPrefix(f.key, "metrics.")
+			k.errorf(k.hostAt(f.key), "Invalid "+attr,
+				"%s in the host block's metrics block is %d; it must be 1 or more (remove it for the default).", attr, f.v)
+		}
+	}
 	if !k.unset("replica", h.Replica) {
 		if err := checkReplica(h.Replica); err != "" {
 			k.errorf(k.hostAt("replica"), "Invalid replica",
@@ -326,6 +336,27 @@ func (k *checker) server(s *Server) {
 			"threshold in %s is %d; it must be 1 or more (the number of consecutive failures that opens the breaker).%s", name, s.Breaker.Threshold, k.defaultsHint())
 	}
 	k.positive(s, "breaker.cooldown", name, s.Breaker.Cooldown)
+
+	for _, f := range []struct {
+		key string
+		v   int
+	}{
+		{"catalog.max_tools", s.Catalog.MaxTools}, {"catalog.max_resources", s.Catalog.MaxResources},
+		{"catalog.max_prompts", s.Catalog.MaxPrompts}, {"catalog.max_bytes", s.Catalog.MaxBytes},
+		{"catalog.max_pages", s.Catalog.MaxPages},
+	} {
+		// Zero in a Config built in Go means the default; in a file it
+		// was written.
+		written := k.src != nil && k.src.servers[s] != nil
+		if written {
+			_, written = k.src.servers[s][f.key]
+		}
+		if f.v < 0 || (f.v == 0 && written) {
+			attr := strings.TrimPrefix(f.key, "catalog.")
+			k.errorf(k.at(s, f.key), "Invalid "+attr,
+				"%s in %s is %d; it must be 1 or more (remove it for the default).", attr, name, f.v)
+		}
+	}
 
 	if p := s.Plugin; p != nil {
 		k.plugin(s, p, name)

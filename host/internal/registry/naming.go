@@ -23,10 +23,7 @@ const hashSuffixLen = 8
 // the same input always gives the same output and two long names that differ
 // only at their end stay distinct. An empty prefix and name give "".
 func ExposedName(prefix, sep, name string) string {
-	full := name
-	if prefix != "" {
-		full = prefix + sep + name
-	}
+	full := fullName(prefix, sep, name)
 	if full == "" {
 		return ""
 	}
@@ -37,6 +34,29 @@ func ExposedName(prefix, sep, name string) string {
 	sum := sha256.Sum256([]byte(full))
 	keep := MaxNameLen - 1 - hashSuffixLen
 	return clean[:keep] + "_" + hex.EncodeToString(sum[:])[:hashSuffixLen]
+}
+
+// fullName is what ExposedName sanitises: prefix + sep + name, or name
+// alone when prefix is empty.
+func fullName(prefix, sep, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + sep + name
+}
+
+// disambiguated returns exposed (what ExposedName gave for full) with "_"
+// and a short hash of full appended, cut so the result stays within
+// MaxNameLen. Two distinct full names that sanitise to the same exposed
+// name get two distinct results, and the result depends on full alone, so
+// it is the same on every re-list and restart, whatever the list order.
+func disambiguated(exposed, full string) string {
+	sum := sha256.Sum256([]byte(full))
+	suffix := "_" + hex.EncodeToString(sum[:])[:hashSuffixLen]
+	if len(exposed)+len(suffix) > MaxNameLen {
+		exposed = exposed[:MaxNameLen-len(suffix)]
+	}
+	return exposed + suffix
 }
 
 // sanitise maps every rune outside [A-Za-z0-9_.-] to '_'. The result is

@@ -33,6 +33,10 @@ type Catalog struct {
 	Resources []*mcp.Resource
 	Templates []*mcp.ResourceTemplate
 	Prompts   []*mcp.Prompt
+	// Truncated says, one sentence per list operation, why listing
+	// stopped before the upstream's end (a catalog bound was reached);
+	// empty when the upstream listed everything.
+	Truncated []string
 }
 
 // ServerSpec says how one server's catalog is exposed.
@@ -161,6 +165,8 @@ type Registry struct {
 	// reported holds the collisions already logged, so a recompute that
 	// leaves a collision as it was does not log it again.
 	reported map[string]bool
+	// renamed holds the renames already logged, likewise.
+	renamed map[string]bool
 
 	snap atomic.Pointer[snapshot]
 }
@@ -176,6 +182,7 @@ type snapshot struct {
 	templates  map[string]TemplateEntry
 	matchers   []templateMatcher // sorted by server, then URI template
 	collisions []Collision
+	renames    []Rename // tools, then prompts, each by sanitised name
 }
 
 type templateMatcher struct {
@@ -197,6 +204,7 @@ func New(logger hclog.Logger, separator string, specs []ServerSpec, sink Sink) *
 		catalogs: map[string]*Catalog{},
 		dormant:  map[string][]ToolEntry{},
 		reported: map[string]bool{},
+		renamed:  map[string]bool{},
 	}
 	r.snap.Store(&snapshot{
 		tools: map[string]ToolEntry{}, prompts: map[string]PromptEntry{},
@@ -265,16 +273,102 @@ func (r *Registry) recompute() {
 	next := r.build()
 	r.snap.Store(next)
 	r.logCollisions(next.collisions)
+	r.logRenames(next.renames)
 	ch := diff(old, next)
 	if r.sink != nil && !ch.Empty() {
 		r.sink.Apply(ch)
 	}
 }
 
-// candidate is one upstream item competing for an exposed key.
+// candidate is one upstream item competing for an exposed key. full is
+// the unsanitised name the key was made from (prefix + separator +
+// original) for tools and prompts, "" for URIs.
 type candidate struct {
 	server, original string
 	item             any
+	full             string
+}
+
+// Rename records a tool or prompt exposed under a disambiguated name
+// because its name, once sanitised, clashed with another's from a
+// different original ("a/b" and "a_b" both sanitise to "s__a_b").
+type Rename struct {
+	// Kind is KindTool or KindPrompt.
+	Kind Kind
+	// Server is the server block that offers the item.
+	Server string
+	// Original is the item's name on that server.
+	Original string
+	// Sanitised is the name it clashed on; Exposed is the name it got.
+	Sanitised, Exposed string
+	// Clashes are the other original names that sanitised alike.
+	Clashes []string
+}
+
+// disambiguate gives every distinct unsanitised name among the candidates
+// of one exposed key a distinct key, so that sanitising never hides a tool
+// or prompt. The candidates whose unsanitised name already is the key
+// (the name sanitises to itself) keep it; every other one moves to
+// disambiguated(key, full), which depends only on its own name: the
+// result is the same whatever order the upstream lists in. Candidates
+// that share one unsanitised name (two servers with prefix "" offering
+// the same tool) stay together, for decide to pick a winner.
+func disambiguate(kind Kind, cands map[string][]candidate) []Rename {
+	var renames []Rename
+	for _, key := range slices.Sorted(maps.Keys(cands)) {
+		cs := cands[key]
+		fulls := map[string]bool{}
+		for _, c := range cs {
+			fulls[c.full] = true
+		}
+		if len(fulls) < 2 {
+			continue
+		}
+		var keep []candidate
+		for _, c := range cs {
+			if c.full == key {
+				keep = append(keep, c)
+				continue
+			}
+			exposed := disambiguated(key, c.full)
+			if exposed == key {
+				// Only a 64-character name that already ends in this
+				// hash: nothing left to tell them apart; decide reports it.
+				keep = append(keep, c)
+				continue
+			}
+			cands[exposed] = append(cands[exposed], c)
+			var clashes []string
+			for _, o := range cs {
+				if o.full != c.full && !slices.Contains(clashes, o.original) {
+					clashes = append(clashes, o.original)
+				}
+			}
+			sort.Strings(clashes)
+			renames = append(renames, Rename{Kind: kind, Server: c.server, Original: c.original,
+				Sanitised: key, Exposed: exposed, Clashes: clashes})
+		}
+		if len(keep) == 0 {
+			delete(cands, key)
+		} else {
+			cands[key] = keep
+		}
+	}
+	sort.Slice(renames, func(i, j int) bool {
+		a, b := renames[i], renames[j]
+		if a.Sanitised != b.Sanitised {
+			return a.Sanitised < b.Sanitised
+		}
+		if a.Server != b.Server {
+			return a.Server < b.Server
+		}
+		return a.Original < b.Original
+	})
+	// One item listed twice gives two equal renames.
+	renames = slices.CompactFunc(renames, func(a, b Rename) bool {
+		return a.Server == b.Server && a.Original == b.Original && a.Exposed == b.Exposed
+	})
+	return renames
 }
 
 func (r *Registry) build() *snapshot {
@@ -297,30 +391,31 @@ func (r *Registry) build() *snapshot {
 				continue
 			}
 			key := ExposedName(spec.Prefix, r.sep, t.Name)
-			tools[key] = append(tools[key], candidate{name, t.Name, t})
+			tools[key] = append(tools[key], candidate{name, t.Name, t, fullName(spec.Prefix, r.sep, t.Name)})
 		}
 		for _, p := range cat.Prompts {
 			if p == nil || p.Name == "" {
 				continue
 			}
 			key := ExposedName(spec.Prefix, r.sep, p.Name)
-			prompts[key] = append(prompts[key], candidate{name, p.Name, p})
+			prompts[key] = append(prompts[key], candidate{name, p.Name, p, fullName(spec.Prefix, r.sep, p.Name)})
 		}
 		for _, res := range cat.Resources {
 			if res == nil || res.URI == "" {
 				continue
 			}
-			resources[res.URI] = append(resources[res.URI], candidate{name, res.URI, res})
+			resources[res.URI] = append(resources[res.URI], candidate{name, res.URI, res, ""})
 		}
 		for _, t := range cat.Templates {
 			if t == nil || t.URITemplate == "" {
 				continue
 			}
-			templates[t.URITemplate] = append(templates[t.URITemplate], candidate{name, t.URITemplate, t})
+			templates[t.URITemplate] = append(templates[t.URITemplate], candidate{name, t.URITemplate, t, ""})
 		}
 	}
 
 	s := &snapshot{
+		renames:   append(disambiguate(KindTool, tools), disambiguate(KindPrompt, prompts)...),
 		tools:     make(map[string]ToolEntry, len(tools)),
 		prompts:   make(map[string]PromptEntry, len(prompts)),
 		resources: make(map[string]ResourceEntry, len(resources)),
@@ -439,6 +534,24 @@ func (r *Registry) logCollisions(cs []Collision) {
 	r.reported = seen
 }
 
+// logRenames warns once about each tool or prompt that got a
+// disambiguated name, naming its original and the originals it clashed
+// with; a rename that persists across recomputes is not logged again.
+func (r *Registry) logRenames(rs []Rename) {
+	seen := make(map[string]bool, len(rs))
+	for _, n := range rs {
+		fp := string(n.Kind) + "\x00" + n.Server + "\x00" + n.Original + "\x00" + n.Exposed + "\x00" + strings.Join(n.Clashes, ",")
+		seen[fp] = true
+		if r.renamed[fp] {
+			continue
+		}
+		r.logger.Warn("names clash once sanitised: exposing this one under a name with a hash suffix",
+			"kind", n.Kind, "server", n.Server, "original", n.Original, "clashes_with", n.Clashes,
+			"sanitised", n.Sanitised, "exposed", n.Exposed)
+	}
+	r.renamed = seen
+}
+
 func diff(old, next *snapshot) Changes {
 	var ch Changes
 	ch.AddTools, ch.RemoveTools = diffMap(old.tools, next.tools, func(a, b ToolEntry) bool {
@@ -544,6 +657,16 @@ func (r *Registry) Collisions() []Collision {
 		cs[i].LoserOriginals = slices.Clone(cs[i].LoserOriginals)
 	}
 	return cs
+}
+
+// Renames returns the tools and prompts currently exposed under a
+// disambiguated name, sorted by the name they clashed on.
+func (r *Registry) Renames() []Rename {
+	rs := slices.Clone(r.snap.Load().renames)
+	for i := range rs {
+		rs[i].Clashes = slices.Clone(rs[i].Clashes)
+	}
+	return rs
 }
 
 func sortedValues[E any](m map[string]E) []E {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -168,23 +170,155 @@ func TestCollisionsAcrossServersAndTakeover(t *testing.T) {
 	}
 }
 
-func TestCollisionsWithinOneServer(t *testing.T) {
+// TestSanitisedClashesStayReachable checks that names of one server that
+// sanitise alike each get their own exposed name: the one that sanitises
+// to itself keeps it, the others get a hash suffix of their original, and
+// none is hidden.
+func TestSanitisedClashesStayReachable(t *testing.T) {
 	r := registry.New(nil, "__", []registry.ServerSpec{{Name: "s", Prefix: "s"}}, nil)
-	r.Update("s", &registry.Catalog{Tools: mkTools("a b", "a/b", "a_b")})
-	e, ok := r.LookupTool("s__a_b")
-	if !ok || e.Original != "a b" {
-		t.Fatalf("winner = %+v, want original %q (sorts first)", e, "a b")
+	r.Update("s", &registry.Catalog{Tools: mkTools("a b", "a/b", "a_b", "工具", "数据"), Prompts: mkPrompts("p q", "p_q")})
+	got := map[string]string{} // original → exposed
+	for _, e := range r.Tools() {
+		if prev, dup := got[e.Original]; dup {
+			t.Fatalf("%q exposed twice: %q and %q", e.Original, prev, e.Tool.Name)
+		}
+		got[e.Original] = e.Tool.Name
+		if back, ok := r.LookupTool(e.Tool.Name); !ok || back.Original != e.Original {
+			t.Errorf("LookupTool(%q) = %+v, want original %q", e.Tool.Name, back, e.Original)
+		}
 	}
-	want := []registry.Collision{{Kind: registry.KindTool, Name: "s__a_b", Winner: "s", WinnerOriginal: "a b",
-		Losers: []string{"s", "s"}, LoserOriginals: []string{"a/b", "a_b"}}}
-	if d := cmp.Diff(want, r.Collisions()); d != "" {
-		t.Errorf("Collisions() (-want +got):\n%s", d)
+	if len(got) != 5 {
+		t.Fatalf("exposed %v, want all five tools", got)
+	}
+	if got["a_b"] != "s__a_b" {
+		t.Errorf("a_b sanitises to itself and must keep s__a_b, got %q", got["a_b"])
+	}
+	suffixed := regexp.MustCompile(`^s__a_b_[0-9a-f]{8}$`)
+	for _, o := range []string{"a b", "a/b"} {
+		if !suffixed.MatchString(got[o]) {
+			t.Errorf("%q exposed as %q, want s__a_b_<hash>", o, got[o])
+		}
+	}
+	for _, o := range []string{"工具", "数据"} {
+		if !regexp.MustCompile(`^s_____[0-9a-f]{8}$`).MatchString(got[o]) {
+			t.Errorf("%q exposed as %q, want s____ and a hash suffix", o, got[o])
+		}
+	}
+	if c := r.Collisions(); len(c) != 0 {
+		t.Errorf("sanitising clashes reported as collisions (something hidden): %+v", c)
+	}
+	if p := r.Prompts(); len(p) != 2 || p[0].Prompt.Name != "s__p_q" || p[0].Original != "p_q" {
+		t.Errorf("prompts = %+v, want p_q as s__p_q and p q suffixed", p)
+	}
+	if rn := r.Renames(); len(rn) != 5 {
+		t.Errorf("Renames() = %+v, want 4 tools and 1 prompt", rn)
 	}
 	// The same tool listed twice by an upstream is not a collision.
 	r.Update("s", &registry.Catalog{Tools: mkTools("x", "x")})
 	if c := r.Collisions(); len(c) != 0 {
 		t.Errorf("duplicate listing reported as collision: %+v", c)
 	}
+	if rn := r.Renames(); len(rn) != 0 {
+		t.Errorf("Renames() after the clash went = %+v", rn)
+	}
+}
+
+// TestSanitisedNamesDeterministic checks that the exposed names do not
+// depend on the order the upstream lists its tools in, nor on re-lists or
+// a new Registry (a restart).
+func TestSanitisedNamesDeterministic(t *testing.T) {
+	orders := [][]string{
+		{"a b", "a/b", "a_b", "工具", "数据", "c"},
+		{"数据", "c", "a_b", "工具", "a/b", "a b"},
+		{"a/b", "数据", "a b", "c", "工具", "a_b"},
+	}
+	var want map[string]string
+	for i, order := range orders {
+		r := registry.New(nil, "__", []registry.ServerSpec{{Name: "s", Prefix: "s"}}, nil)
+		for range 2 { // a re-list of the same catalog changes nothing
+			r.Update("s", &registry.Catalog{Tools: mkTools(order...)})
+		}
+		got := map[string]string{}
+		for _, e := range r.Tools() {
+			got[e.Original] = e.Tool.Name
+		}
+		if i == 0 {
+			want = got
+			continue
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("order %v gives other names (-first +this):\n%s", order, d)
+		}
+	}
+}
+
+// TestSanitisedClashWarnsOnce checks the warning names both originals and
+// is not repeated while the clash persists.
+func TestSanitisedClashWarnsOnce(t *testing.T) {
+	var buf bytes.Buffer
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &buf, JSONFormat: true})
+	r := registry.New(logger, "__", []registry.ServerSpec{{Name: "s", Prefix: "s"}}, nil)
+	r.Update("s", &registry.Catalog{Tools: mkTools("a/b", "a_b")})
+	r.Update("s", &registry.Catalog{Tools: mkTools("a_b", "a/b")})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("want one warning, got %d:\n%s", len(lines), buf.String())
+	}
+	var entry map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &entry); err != nil {
+		t.Fatal(err)
+	}
+	clashes, _ := entry["clashes_with"].([]any)
+	if entry["original"] != "a/b" || len(clashes) != 1 || clashes[0] != "a_b" || entry["server"] != "s" {
+		t.Errorf("log entry = %v", entry)
+	}
+}
+
+// FuzzDistinctNamesStayDistinct checks that distinct upstream names of
+// one server always get distinct, valid exposed names that route back to
+// them, whatever they sanitise to and in whatever order they are listed.
+func reversed(s []string) []string {
+	r := slices.Clone(s)
+	slices.Reverse(r)
+	return r
+}
+
+func FuzzDistinctNamesStayDistinct(f *testing.F) {
+	f.Add("a b", "a/b", "a_b", "s")
+	f.Add("工具", "数据", "____", "")
+	f.Add(strings.Repeat("x", 70)+"é", strings.Repeat("x", 70)+"ü", strings.Repeat("x", 71), "p")
+	// "a_b_f8cc0201" is what "a/b" would get: the real name keeps it.
+	f.Add("a_b_f8cc0201", "a/b", "a_b", "s")
+	f.Fuzz(func(t *testing.T, a, b, c, prefix string) {
+		var originals []string
+		for _, n := range []string{a, b, c} {
+			if n != "" && !slices.Contains(originals, n) {
+				originals = append(originals, n)
+			}
+		}
+		exposed := func(order []string) map[string]string {
+			r := registry.New(nil, "__", []registry.ServerSpec{{Name: "s", Prefix: prefix}}, nil)
+			r.Update("s", &registry.Catalog{Tools: mkTools(order...)})
+			got := map[string]string{}
+			for _, e := range r.Tools() {
+				if !validExposed.MatchString(e.Tool.Name) {
+					t.Fatalf("%q exposed as %q: not ^[A-Za-z0-9_.-]{1,64}$", e.Original, e.Tool.Name)
+				}
+				if back, ok := r.LookupTool(e.Tool.Name); !ok || back.Original != e.Original {
+					t.Fatalf("%q does not route back to %q", e.Tool.Name, e.Original)
+				}
+				got[e.Original] = e.Tool.Name
+			}
+			if len(got) != len(originals) {
+				t.Fatalf("tools %q exposed as %v: some are unreachable", order, got)
+			}
+			return got
+		}
+		first := exposed(originals)
+		if d := cmp.Diff(first, exposed(reversed(originals))); d != "" {
+			t.Fatalf("list order changes the names (-forward +backward):\n%s", d)
+		}
+	})
 }
 
 func TestDiffsOnlyNetChanges(t *testing.T) {

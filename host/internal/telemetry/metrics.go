@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,13 +12,18 @@ import (
 // Label values that stand for many.
 const (
 	// OtherName is the tool (or prompt) label of a call to a name that is
-	// not in its server's catalog, or past maxNamesPerServer.
+	// not in its server's catalog, or past the bounds on names.
 	OtherName = "_other"
 
-	// maxNamesPerServer bounds the tool and prompt label values one server
-	// can create: a catalog is the upstream's to choose, and every
-	// distinct value is a series kept for the life of the process.
-	maxNamesPerServer = 500
+	// DefaultMaxNamesPerServer bounds the tool and prompt label values one
+	// server can create: a catalog is the upstream's to choose, and every
+	// distinct value is a series for as long as the name stays listed.
+	DefaultMaxNamesPerServer = 500
+
+	// DefaultMaxNames bounds the tool and prompt label values of all
+	// servers together, so that many servers at their own bound cannot
+	// add up to an unbounded number of series.
+	DefaultMaxNames = 5000
 
 	// ReplicaLabel is the constant label naming the replica on every
 	// metric (the host block's replica).
@@ -54,11 +58,25 @@ type Metrics struct {
 
 	stateDesc, breakerDesc, generationDesc, sessionsDesc *prometheus.Desc
 
+	// catalogTruncatedDesc and namesOverDesc report the catalog and label
+	// bounds being hit (docs/security.md).
+	catalogTruncatedDesc, namesOverDesc *prometheus.Desc
+
 	status   func() []upstream.Status
 	sessions func() int
 
-	namesMu sync.Mutex
-	names   sync.Map // server → *atomic.Pointer[nameSet]
+	// maxNamesPerServer and maxNames bound the tool label values, per
+	// server and in all (Options.MaxNamesPerServer, Options.MaxNames).
+	maxNamesPerServer, maxNames int
+
+	// namesMu guards names and namesTotal. A call's label is chosen and
+	// its series counted under the read lock, so that setCatalog, which
+	// deletes the series of names that left a catalog under the write
+	// lock, never races a call into re-creating one.
+	namesMu    sync.RWMutex
+	names      map[string]nameSet // server → the names it may label
+	namesTotal int                // sum of len(names[s])
+	namesOver  map[string]int     // server → names of its catalog left unlabelled
 }
 
 // nameSet is the names a server's catalog offers, for the tool label.
@@ -67,7 +85,13 @@ type nameSet map[string]struct{}
 // newMetrics returns the collector. status lists the servers for the state
 // gauges and sessions counts the open downstream sessions; either may be
 // nil. A replica that is not empty is a constant label on every metric.
-func newMetrics(status func() []upstream.Status, sessions func() int, replica string) *Metrics {
+func newMetrics(status func() []upstream.Status, sessions func() int, replica string, maxNamesPerServer, maxNames int) *Metrics {
+	if maxNamesPerServer <= 0 {
+		maxNamesPerServer = DefaultMaxNamesPerServer
+	}
+	if maxNames <= 0 {
+		maxNames = DefaultMaxNames
+	}
 	var constLabels prometheus.Labels
 	if replica != "" {
 		constLabels = prometheus.Labels{ReplicaLabel: replica}
@@ -132,8 +156,17 @@ func newMetrics(status func() []upstream.Status, sessions func() int, replica st
 			"Successful connects of the server so far; each is a new session.", []string{"server"}, constLabels),
 		sessionsDesc: prometheus.NewDesc("mcpvisor_downstream_sessions",
 			"Downstream MCP sessions open (HTTP and stdio).", nil, constLabels),
+		catalogTruncatedDesc: prometheus.NewDesc("mcpvisor_catalog_truncated",
+			"1 when the server's last listing stopped at a bound of its catalog block (or a repeated cursor), 0 otherwise.", []string{"server"}, constLabels),
+		namesOverDesc: prometheus.NewDesc("mcpvisor_tool_label_names_over_limit",
+			"Tool and prompt names of the server's catalog past the metrics block's bounds, whose calls are counted under tool=\"_other\".", []string{"server"}, constLabels),
 		status:   status,
 		sessions: sessions,
+
+		maxNamesPerServer: maxNamesPerServer,
+		maxNames:          maxNames,
+		names:             map[string]nameSet{},
+		namesOver:         map[string]int{},
 	}
 	return m
 }
@@ -152,6 +185,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.breakerDesc
 	ch <- m.generationDesc
 	ch <- m.sessionsDesc
+	ch <- m.catalogTruncatedDesc
+	ch <- m.namesOverDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -168,8 +203,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(m.breakerDesc, prometheus.GaugeValue, boolValue(st.Breaker == b.String()), st.Name, b.String())
 			}
 			ch <- prometheus.MustNewConstMetric(m.generationDesc, prometheus.GaugeValue, float64(st.Generation), st.Name)
+			ch <- prometheus.MustNewConstMetric(m.catalogTruncatedDesc, prometheus.GaugeValue, boolValue(st.CatalogTruncatedReason != ""), st.Name)
 		}
 	}
+	m.namesMu.RLock()
+	for server, n := range m.namesOver {
+		ch <- prometheus.MustNewConstMetric(m.namesOverDesc, prometheus.GaugeValue, float64(n), server)
+	}
+	m.namesMu.RUnlock()
 	if m.sessions != nil {
 		ch <- prometheus.MustNewConstMetric(m.sessionsDesc, prometheus.GaugeValue, float64(m.sessions()))
 	}
@@ -196,51 +237,58 @@ func (m *Metrics) addServer(name string) {
 
 // setCatalog records the names a server offers; nil (parked, stopped)
 // keeps the last ones, so calls to a parked server keep their labels.
+// The series of names that left the catalog (or no longer fit the bounds)
+// are deleted: an upstream that renames its tools over and over must not
+// grow the metrics without end. Names that already have a label keep it
+// first, so a catalog past the bound does not move labels around.
 func (m *Metrics) setCatalog(server string, cat *registry.Catalog) {
 	if cat == nil {
 		return
 	}
-	set := make(nameSet, len(cat.Tools)+len(cat.Prompts))
-	for _, t := range cat.Tools {
-		if len(set) < maxNamesPerServer {
-			set[t.Name] = struct{}{}
-		}
-	}
-	for _, p := range cat.Prompts {
-		if len(set) < maxNamesPerServer {
-			set[p.Name] = struct{}{}
-		}
-	}
 	m.namesMu.Lock()
 	defer m.namesMu.Unlock()
-	// A server whose catalog changes keeps the names it used before, up
-	// to the bound: their series exist already.
-	if p, ok := m.names.Load(server); ok {
-		for n := range *p.(*atomic.Pointer[nameSet]).Load() {
-			if len(set) >= maxNamesPerServer {
+	old := m.names[server]
+	room := min(m.maxNamesPerServer, m.maxNames-(m.namesTotal-len(old)))
+	set := make(nameSet, min(room, len(cat.Tools)+len(cat.Prompts)))
+	names := make([]string, 0, len(cat.Tools)+len(cat.Prompts))
+	for _, t := range cat.Tools {
+		names = append(names, t.Name)
+	}
+	for _, p := range cat.Prompts {
+		names = append(names, p.Name)
+	}
+	for _, keep := range []bool{true, false} {
+		for _, n := range names {
+			if len(set) >= room {
 				break
 			}
-			set[n] = struct{}{}
+			if _, had := old[n]; had == keep {
+				set[n] = struct{}{}
+			}
 		}
-		p.(*atomic.Pointer[nameSet]).Store(&set)
-		return
 	}
-	p := &atomic.Pointer[nameSet]{}
-	p.Store(&set)
-	m.names.Store(server, p)
+	for n := range old {
+		if _, still := set[n]; !still {
+			m.calls.DeletePartialMatch(prometheus.Labels{"server": server, "tool": n})
+		}
+	}
+	m.namesTotal += len(set) - len(old)
+	m.names[server] = set
+	distinct := make(nameSet, len(names))
+	for _, n := range names {
+		distinct[n] = struct{}{}
+	}
+	m.namesOver[server] = len(distinct) - len(set)
 }
 
 // nameLabel is the tool label for a call: the name if its server offers
-// it, else OtherName. Resource URIs are never labels.
+// it, else OtherName. Resource URIs are never labels. m.namesMu must be
+// held for reading.
 func (m *Metrics) nameLabel(c *upstream.Call) string {
 	if c.Method == "resources/read" {
 		return ""
 	}
-	p, ok := m.names.Load(c.Server)
-	if !ok {
-		return OtherName
-	}
-	if _, known := (*p.(*atomic.Pointer[nameSet]).Load())[c.Name]; known {
+	if _, known := m.names[c.Server][c.Name]; known {
 		return c.Name
 	}
 	return OtherName
@@ -252,7 +300,9 @@ func (m *Metrics) callStarted(c *upstream.Call) {
 
 func (m *Metrics) callFinished(c *upstream.Call) {
 	m.inFlight.WithLabelValues(c.Server).Dec()
+	m.namesMu.RLock()
 	m.calls.WithLabelValues(c.Server, c.Method, m.nameLabel(c), string(c.Outcome)).Inc()
+	m.namesMu.RUnlock()
 	m.duration.WithLabelValues(c.Server, c.Method).Observe(c.Duration.Seconds())
 	if len(c.Attempts) > 1 {
 		m.retries.WithLabelValues(c.Server, c.Attempts[0].Class.String()).Inc()

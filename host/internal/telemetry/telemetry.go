@@ -39,6 +39,11 @@ type Options struct {
 	// Replica, when not empty, is a constant "replica" label on every
 	// metric, so that the series of several replicas stay apart.
 	Replica string
+	// MaxNamesPerServer and MaxNames bound the tool label values (tool
+	// and prompt names) of one server and of all servers; calls past
+	// them are counted under OtherName. Zero means
+	// DefaultMaxNamesPerServer and DefaultMaxNames.
+	MaxNamesPerServer, MaxNames int
 }
 
 // Observer implements upstream.Observer for one host.
@@ -65,7 +70,7 @@ func New(opts Options) *Observer {
 		o.logger = hclog.NewNullLogger()
 	}
 	if opts.Metrics {
-		o.metrics = newMetrics(opts.Status, opts.Sessions, opts.Replica)
+		o.metrics = newMetrics(opts.Status, opts.Sessions, opts.Replica, opts.MaxNamesPerServer, opts.MaxNames)
 	}
 	if opts.TracerProvider != nil {
 		o.tracer = newTracer(opts.TracerProvider)

@@ -194,6 +194,9 @@ type Status struct {
 	Prompts     int       `json:"prompts"`
 	// Pid is the server process's pid for stdio servers that are running.
 	Pid int `json:"pid,omitempty"`
+	// CatalogTruncatedReason says why the last listing stopped before
+	// the upstream's end (catalog.go); "" when it listed everything.
+	CatalogTruncatedReason string `json:"catalog_truncated_reason,omitempty"`
 }
 
 // session is one live connection: a generation of the server.
@@ -410,6 +413,7 @@ func (s *Supervisor) Status() Status {
 	}
 	if c := s.catalog; c != nil {
 		st.Tools, st.Resources, st.Prompts = len(c.Tools), len(c.Resources)+len(c.Templates), len(c.Prompts)
+		st.CatalogTruncatedReason = strings.Join(c.Truncated, "; ")
 	}
 	s.mu.Unlock()
 	bs, bf, until := s.breaker.Snapshot()
@@ -953,61 +957,6 @@ func (s *Supervisor) closeSession(sess *session) {
 		s.logger.Warn("stopping server process", "error", err)
 	}
 	sess.cs.Close()
-}
-
-// list fetches the whole catalog, following pagination, for the
-// capabilities the server advertised.
-func (s *Supervisor) list(ctx context.Context, cs *mcp.ClientSession) (*registry.Catalog, error) {
-	cat := &registry.Catalog{}
-	caps := &mcp.ServerCapabilities{}
-	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil {
-		caps = ir.Capabilities
-	}
-	if caps.Tools != nil {
-		for t, err := range cs.Tools(ctx, nil) {
-			if err != nil {
-				return nil, fmt.Errorf("tools/list: %w", err)
-			}
-			cat.Tools = append(cat.Tools, t)
-		}
-	}
-	if caps.Resources != nil {
-		for r, err := range cs.Resources(ctx, nil) {
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, fmt.Errorf("resources/list: %w", err)
-				}
-				// A server whose resources are broken still serves its
-				// tools; expose what listed.
-				s.logger.Warn("resources/list failed; exposing no resources", "error", recovery.Redact(err.Error()))
-				cat.Resources = nil
-				break
-			}
-			cat.Resources = append(cat.Resources, r)
-		}
-		for r, err := range cs.ResourceTemplates(ctx, nil) {
-			if err != nil {
-				// Templates are optional even for servers with resources.
-				s.logger.Debug("resources/templates/list failed", "error", err)
-				break
-			}
-			cat.Templates = append(cat.Templates, r)
-		}
-	}
-	if caps.Prompts != nil {
-		for p, err := range cs.Prompts(ctx, nil) {
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, fmt.Errorf("prompts/list: %w", err)
-				}
-				s.logger.Warn("prompts/list failed; exposing no prompts", "error", recovery.Redact(err.Error()))
-				cat.Prompts = nil
-				break
-			}
-			cat.Prompts = append(cat.Prompts, p)
-		}
-	}
-	return cat, nil
 }
 
 // WaitSettled waits until the supervisor has left the starting state (it is
