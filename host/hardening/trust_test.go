@@ -323,3 +323,116 @@ func startMcpvisorEnv(t *testing.T, env []string, hostAttrs, servers string) *mc
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// restartServer asks mv to restart the server name and waits until it
+// has left "starting": ready, or refused and waiting to retry.
+func restartServer(t *testing.T, mv *mcpvisor, name string) {
+	t.Helper()
+	hc := newHTTPClient(t, readyTimeout)
+	resp, err := hc.Post("http://"+mv.addr+"/control/restart?server="+name, "", nil)
+	if err != nil {
+		t.Fatalf("POST /control/restart: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	deadline := time.Now().Add(readyTimeout)
+	for mv.status(t)[name].State == "starting" {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still starting %s after a restart", name, readyTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A locked plugin whose binary is swapped at its path, again and again,
+// while mcpvisor restarts it: only the bytes that were hashed may ever
+// run. The swapped-in binary leaves a mark when it runs.
+func TestPluginSwapRace(t *testing.T) {
+	dir := shortTempDir(t)
+	good := filepath.Join(dir, "good")
+	if err := os.Link(unixPlugin(t), good); err != nil {
+		b, err := os.ReadFile(unixPlugin(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(good, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := filepath.Join(dir, "swapped-binary-ran")
+	evil := filepath.Join(dir, "evil")
+	if err := os.WriteFile(evil, []byte("#!/bin/sh\necho ran >> "+marker+"\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := fileSHA256(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "mcpvisor-transport-unix")
+	if err := os.Link(good, bin); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s.sock")
+	srv := testutil.StartServer(t, bins["echo"], "-unix", sock)
+	srv.WaitLine(t, "listening on unix:", readyTimeout)
+	mv := startMcpvisor(t, fmt.Sprintf("server \"p\" {\n  plugin \"unix\" {\n    command = %s\n    sha256 = %q\n    config = { socket = %s }\n  }\n  reconnect { max_retries = 1000 }\n}\n",
+		hclString(bin), sum, hclString(sock)))
+	waitTool(t, connectClient(t, mv), "p__echo")
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// A rename over the path, as an attacker who can write the
+		// directory would: each one is atomic, the path always names a
+		// whole binary, the good or the evil one.
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			src, tmp := good, filepath.Join(dir, "tmp-good")
+			if i%2 == 1 {
+				src, tmp = evil, filepath.Join(dir, "tmp-evil")
+			}
+			os.Remove(tmp)
+			if err := os.Link(src, tmp); err != nil {
+				t.Errorf("linking %s: %v", src, err)
+				return
+			}
+			if err := os.Rename(tmp, bin); err != nil {
+				t.Errorf("renaming over %s: %v", bin, err)
+				return
+			}
+		}
+	}()
+	const restarts = 60
+	for range restarts {
+		restartServer(t, mv, "p")
+	}
+	close(stop)
+	wg.Wait()
+	mv.alive(t)
+
+	started := strings.Count(mv.stderr.String(), "plugin started")
+	refused := strings.Count(mv.stderr.String(), "has SHA-256")
+	t.Logf("%d restarts: %d plugin processes started, %d starts refused for the hash", restarts, started, refused)
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Errorf("the swapped-in, unverified binary ran %d times", strings.Count(string(b), "ran"))
+	}
+	if started == 0 {
+		t.Errorf("no plugin process started: the race was not exercised")
+	}
+}
+
+// fileSHA256 is the hex SHA-256 of the file at path.
+func fileSHA256(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
