@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -435,4 +436,70 @@ func fileSHA256(path string) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// A socket of ours in our private directory whose listening process runs
+// as another user (it was moved in, or the directory was shared) gets no
+// request: on Linux the CLI checks the peer's uid before sending one.
+func TestControlSocketPeerOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 || runtime.GOOS != "linux" {
+		t.Skip("needs root on Linux to run a listener as another user")
+	}
+	// The listener runs as nobody: it needs a binary and a directory it
+	// can reach.
+	pub, err := os.MkdirTemp("", "mcpv-pub-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pub) })
+	os.Chmod(pub, 0o777)
+	b, err := os.ReadFile(bins["echo"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := filepath.Join(pub, "echo")
+	if err := os.WriteFile(echo, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(pub, "s.sock")
+	cmd := exec.Command(echo, "-unix", theirs)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out := &testutil.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(readyTimeout)
+	for !strings.Contains(out.String(), "listening on unix:") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the listener run as nobody did not come up:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	tmp := shortTempDir(t)
+	dir := filepath.Join(tmp, fmt.Sprintf("mcpvisor-%d", os.Getuid()))
+	mkdirMode(t, dir, 0o700)
+	cfg := filepath.Join(tmp, "config.hcl")
+	hostAttrs := fmt.Sprintf("  auth {\n    bearer_token = %s\n  }\n", hclString(plantedToken))
+	if err := os.WriteFile(cfg, []byte(hostConfig(freeAddr(t), hostAttrs, echoBlock())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Into our directory, and ours as a file: only the peer is not us.
+	sock := filepath.Join(dir, fmt.Sprintf("%s-%d.sock", controlKey(t, cfg), os.Getpid()))
+	if err := os.Rename(theirs, sock); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(sock, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, code := runCLI(t, withoutXDG(tmp), "status", "-config", cfg)
+	t.Logf("mcpvisor status (exit %d):\n%s", code, got)
+	if !strings.Contains(got, "runs as uid 65534") {
+		t.Errorf("status does not say the socket's listener runs as another user")
+	}
+	if strings.Contains(got, plantedToken) {
+		t.Errorf("the output shows the token")
+	}
 }
