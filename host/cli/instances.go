@@ -80,7 +80,7 @@ func runtimeDir() string {
 // that another user could have made or could write to.
 type untrustedError struct {
 	path    string
-	problem string // what is wrong, e.g. "it is writable by group or others (mode 0777)"
+	problem string // what is wrong, e.g. "it is a symbolic link"
 	fix     string // what to do
 }
 
