@@ -223,6 +223,7 @@ server "gone" {
 // the hostname.
 func TestReplicaIdentity(t *testing.T) {
 	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", dir) // the audit digest key file
 	auditPath := filepath.Join(dir, "audit.jsonl")
 	var logs testutil.Buffer
 	h, base, _ := servingHost(t, fmt.Sprintf(`host {

@@ -126,7 +126,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	o.logger = o.logger.With("replica", replica)
 	h := &Host{opts: o, logger: o.logger, replica: replica, draining: make(chan struct{}), drainPeriod: cfg.Host.Drain}
 	if a := cfg.Host.Audit; a != nil {
-		log, err := audit.Open(a.Path, a.IncludeArguments, replica)
+		log, err := audit.Open(a.Path, a.IncludeArguments, replica, o.logger.Named("audit"))
 		if err != nil {
 			return nil, err
 		}

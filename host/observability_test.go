@@ -400,6 +400,7 @@ func auditLines(t *testing.T, path string) []map[string]any {
 func TestAuditLog(t *testing.T) {
 	const secretText = "the-argument-text-itself"
 	const token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the audit digest key file
 	for _, include := range []bool{false, true} {
 		t.Run(fmt.Sprintf("include_arguments=%v", include), func(t *testing.T) {
 			dir := t.TempDir()
@@ -477,7 +478,7 @@ server "echo" {
 				t.Errorf("crash line %v; next %v", lines[3], lines[4])
 			}
 			args, _ := lines[0]["arguments"].(map[string]any)
-			if args == nil || args["sha256"] == "" || args["bytes"] == nil {
+			if args == nil || args["hmac_sha256"] == nil || args["hmac_sha256"] == "" || args["bytes"] == nil {
 				t.Errorf("arguments %v lack size and digest", lines[0]["arguments"])
 			}
 			if include && !strings.Contains(fmt.Sprint(args["value"]), "[redacted]") {

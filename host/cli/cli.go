@@ -500,7 +500,11 @@ func reload(ctx context.Context, h *host.Host, path string, logger hclog.Logger)
 // is none, and the command starts the servers itself.
 func runningHost(path string, stdio IO) (target, bool) {
 	if hb, err := config.LoadHost(path); err == nil {
-		if ts := runningHosts(path, cmp.Or(os.Getenv("MCPVISOR_TOKEN"), hb.BearerToken)); len(ts) > 0 {
+		ts, err := runningHosts(path, cmp.Or(os.Getenv("MCPVISOR_TOKEN"), hb.BearerToken))
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor: not using running hosts: %v\n", err)
+		}
+		if len(ts) > 0 {
 			fmt.Fprintf(stdio.Stderr, "mcpvisor: using the running host serving %s (%s)\n", path, ts[0].name)
 			return ts[0], true
 		}
@@ -761,7 +765,12 @@ func findTargets(cmd, path, addr, token string, fs *flag.FlagSet, stdio IO) ([]t
 	if addr != "" {
 		return []target{tcpTarget(addr, token)}, ExitOK
 	}
-	if ts := runningHosts(path, token); len(ts) > 0 {
+	ts, err := runningHosts(path, token)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %v\n", cmd, err)
+		return nil, ExitRuntime
+	}
+	if len(ts) > 0 {
 		return ts, ExitOK
 	}
 	return []target{tcpTarget(cmp.Or(hb.Listen, config.DefaultListen), token)}, ExitOK

@@ -17,13 +17,26 @@ absolute path, so the sockets of one config are found by a glob, and the
 pid says which process owns each (a socket whose process is gone is stale
 and removed). The socket is behind the same ingress as the TCP listener:
 the host block's bearer token applies there too.
+
+Local trust (docs/security.md, "Local trust"): $TMPDIR is shared, so
+another local user can create mcpvisor-<uid> before we do and plant a
+socket in it that collects the bearer token and answers with a forged
+status. As ssh-agent and tmux do, the directory is trusted only when
+lstat shows a real directory (not a symlink) owned by our effective uid
+with no group or other permission bits; otherwise the host serves no
+control socket there and the CLI refuses to talk through it, both saying
+what is wrong and how to fix it. Each socket must itself be a socket
+owned by us, and on Linux the process that accepts the connection must
+run as our uid (SO_PEERCRED) before a request, and so the token, is sent.
 */
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -63,6 +76,76 @@ func runtimeDir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("mcpvisor-%d", os.Getuid()))
 }
 
+// untrustedError is the refusal of a control socket directory or socket
+// that another user could have made or could write to.
+type untrustedError struct {
+	path    string
+	problem string // what is wrong, e.g. "it is a symbolic link"
+	fix     string // what to do
+}
+
+func (e *untrustedError) Error() string {
+	return fmt.Sprintf("refusing the control socket path %s: %s; %s", e.path, e.problem, e.fix)
+}
+
+// checkRuntimeDir verifies that dir is a directory of ours that no one
+// else can write to or read: not a symlink, owned by the effective uid, no
+// group or other permission bits.
+func checkRuntimeDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	fix := fmt.Sprintf("another local user may have created it to intercept mcpvisor's token. Remove it (rm -r %s) and run mcpvisor again, which creates it private (0700), or set XDG_RUNTIME_DIR to a private directory", dir)
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return &untrustedError{dir, "it is a symbolic link", fix}
+	case !fi.IsDir():
+		return &untrustedError{dir, "it is not a directory", fix}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return &untrustedError{dir, fmt.Sprintf("it is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid()), fix}
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return &untrustedError{dir, fmt.Sprintf("it is accessible by group or others (mode %04o, want 0700)", perm),
+			fmt.Sprintf("if it is yours, run chmod 700 %s; if you did not make it, another local user may have, to intercept mcpvisor's token: remove it (rm -r %s) and run mcpvisor again", dir, dir)}
+	}
+	return nil
+}
+
+// checkSocket verifies that sock is a socket owned by the effective uid.
+func checkSocket(sock string) error {
+	fi, err := os.Lstat(sock)
+	if err != nil {
+		return err
+	}
+	fix := fmt.Sprintf("it was not made by your mcpvisor; remove it (rm %s)", sock)
+	if fi.Mode().Type() != fs.ModeSocket {
+		return &untrustedError{sock, "it is not a unix socket", fix}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return &untrustedError{sock, fmt.Sprintf("it is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid()), fix}
+	}
+	return nil
+}
+
+// makeRuntimeDir creates the control socket directory 0700 when it is
+// missing and verifies it (checkRuntimeDir) either way.
+func makeRuntimeDir() (string, error) {
+	dir := runtimeDir()
+	// The parent ($XDG_RUNTIME_DIR or $TMPDIR) is normally there already;
+	// only a missing one is created, private.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", err
+	}
+	// Mkdir, not MkdirAll: an existing path is never followed or trusted
+	// before checkRuntimeDir has looked at it with lstat.
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	return dir, checkRuntimeDir(dir)
+}
+
 // configKey names a config file's sockets: a hash of its absolute path.
 func configKey(path string) string {
 	if abs, err := filepath.Abs(path); err == nil {
@@ -75,8 +158,8 @@ func configKey(path string) string {
 // listenControl opens this process's control socket for the config at
 // path. Closing the listener removes the socket file.
 func listenControl(path string) (net.Listener, error) {
-	dir := runtimeDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := makeRuntimeDir()
+	if err != nil {
 		return nil, err
 	}
 	sock := filepath.Join(dir, fmt.Sprintf("%s-%d.sock", configKey(path), os.Getpid()))
@@ -85,9 +168,19 @@ func listenControl(path string) (net.Listener, error) {
 }
 
 // runningHosts returns the hosts serving the config at path through their
-// control sockets, oldest pid first, removing stale sockets on the way.
-func runningHosts(path, token string) []target {
-	socks, _ := filepath.Glob(filepath.Join(runtimeDir(), configKey(path)+"-*.sock"))
+// control sockets, oldest pid first, removing stale sockets on the way. It
+// fails, and nothing is sent anywhere, when the directory of the sockets
+// is not private to the user (checkRuntimeDir); a socket that is not ours
+// (checkSocket) is left out.
+func runningHosts(path, token string) ([]target, error) {
+	dir := runtimeDir()
+	if err := checkRuntimeDir(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil // no host has run yet
+		}
+		return nil, err
+	}
+	socks, _ := filepath.Glob(filepath.Join(dir, configKey(path)+"-*.sock"))
 	type found struct {
 		pid  int
 		sock string
@@ -97,6 +190,9 @@ func runningHosts(path, token string) []target {
 		base := strings.TrimSuffix(filepath.Base(sock), ".sock")
 		pid, err := strconv.Atoi(base[strings.LastIndexByte(base, '-')+1:])
 		if err != nil {
+			continue
+		}
+		if checkSocket(sock) != nil {
 			continue
 		}
 		if syscall.Kill(pid, 0) != nil {
@@ -115,15 +211,26 @@ func runningHosts(path, token string) []target {
 			token:  token,
 		})
 	}
-	return out
+	return out, nil
 }
 
-// unixClient is an HTTP client whose every request goes to sock.
+// unixClient is an HTTP client whose every request goes to sock, over a
+// connection whose peer runs as our uid where that can be checked
+// (checkPeer), so that no request, and no token, reaches a process of
+// another user.
 func unixClient(sock string) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
+			c, err := d.DialContext(ctx, "unix", sock)
+			if err != nil {
+				return nil, err
+			}
+			if err := checkPeer(c.(*net.UnixConn)); err != nil {
+				c.Close()
+				return nil, &untrustedError{sock, err.Error(), fmt.Sprintf("it was not made by your mcpvisor; remove it (rm %s)", sock)}
+			}
+			return c, nil
 		},
 	}}
 }

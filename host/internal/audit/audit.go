@@ -1,22 +1,26 @@
 // Package audit writes mcpvisor's audit log: one JSON line per tools/call,
 // resources/read and prompts/get forwarded upstream, with its outcome.
 //
-// Arguments and results are recorded by size and SHA-256 only, unless the
-// host block opts in with include_arguments; values that are written have
-// known secret shapes redacted first, and so does every error message.
+// Arguments and results are recorded by size and a keyed digest
+// (HMAC-SHA256, digest.go) only, unless the host block opts in with
+// include_arguments; values that are written have secrets redacted first
+// (redact.go), and so does every error message and resource URI.
 // Rotation is left to the OS: Reopen (SIGHUP) starts writing to a fresh
-// file at the same path.
+// file at the same path, and so does the next record after the file was
+// removed or renamed without a SIGHUP (with a warning), so that no record
+// goes into a file nobody can see any more.
 package audit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
@@ -31,29 +35,48 @@ type Log struct {
 	path        string
 	includeArgs bool
 	replica     string
+	digest      *digestKey
+	logger      hclog.Logger
 
 	mu sync.Mutex
-	f  *os.File
+	f  *os.File    // guarded by mu; nil once closed
+	fi os.FileInfo // guarded by mu: f's identity, to tell whether path still names it
 }
 
 // Open opens (creating it 0600 if needed) the audit log at path for
 // appending. With includeArgs, arguments and results are written too
 // (secrets redacted). replica, when not empty, names the process in every
-// line, so that the logs of several replicas can be merged.
-func Open(path string, includeArgs bool, replica string) (*Log, error) {
-	f, err := openFile(path)
+// line, so that the logs of several replicas can be merged. logger gets
+// the log's warnings (a digest key that cannot be used, a file that was
+// removed while open).
+func Open(path string, includeArgs bool, replica string, logger hclog.Logger) (*Log, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	f, fi, err := openFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return &Log{path: path, includeArgs: includeArgs, replica: replica, f: f}, nil
+	digest, keyPath, err := loadDigestKey()
+	if err != nil {
+		digest = processDigestKey()
+		logger.Warn("cannot use the audit digest key file; argument digests use a key of this process only and match only within it",
+			"key_file", keyPath, "error", err)
+	}
+	return &Log{path: path, includeArgs: includeArgs, replica: replica, digest: digest, logger: logger, f: f, fi: fi}, nil
 }
 
-func openFile(path string) (*os.File, error) {
+func openFile(path string) (*os.File, os.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, fileMode)
 	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
+		return nil, nil, fmt.Errorf("audit log: %w", err)
 	}
-	return f, nil
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("audit log: %w", err)
+	}
+	return f, fi, nil
 }
 
 // Path is the file the log writes to.
@@ -62,13 +85,13 @@ func (l *Log) Path() string { return l.path }
 // Reopen closes the file and opens the path again, so that a log rotated
 // by renaming continues in a new file.
 func (l *Log) Reopen() error {
-	f, err := openFile(l.path)
+	f, fi, err := openFile(l.path)
 	if err != nil {
 		return err
 	}
 	l.mu.Lock()
 	old := l.f
-	l.f = f
+	l.f, l.fi = f, fi
 	l.mu.Unlock()
 	if old != nil {
 		return old.Close()
@@ -126,9 +149,13 @@ type Line struct {
 
 // Payload is a request's arguments or a call's result.
 type Payload struct {
-	// Bytes is the size of its JSON; SHA256 the hex digest of that JSON.
-	Bytes  int    `json:"bytes"`
-	SHA256 string `json:"sha256"`
+	// Bytes is the size of its JSON; HMAC the hex HMAC-SHA256 of that
+	// JSON under the key DigestKey names (digest.go): equal digests under
+	// one key are equal payloads, and a guess cannot be confirmed without
+	// the key.
+	Bytes     int    `json:"bytes"`
+	HMAC      string `json:"hmac_sha256"`
+	DigestKey string `json:"digest_key"`
 	// Value is the JSON itself with secrets redacted, only with
 	// include_arguments.
 	Value json.RawMessage `json:"value,omitempty"`
@@ -149,7 +176,8 @@ func (l *Log) Record(c *upstream.Call, traceID string) error {
 	}
 	switch c.Method {
 	case "resources/read":
-		line.URI = c.Name
+		// A URI can carry credentials (user:password@, ?token=).
+		line.URI = RedactText(c.Name)
 	case "prompts/get":
 		line.Prompt = c.Name
 	default:
@@ -190,15 +218,40 @@ func (l *Log) Record(c *upstream.Call, traceID string) error {
 	if l.f == nil {
 		return nil
 	}
+	if err := l.followPath(); err != nil {
+		return err
+	}
 	if _, err := l.f.Write(b); err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
 	return nil
 }
 
+// followPath reopens the path when it no longer names the open file: the
+// file was deleted, or renamed (rotated) without a SIGHUP. Without this,
+// every later record would go into a file no one can find. One stat per
+// record: records are per call, and a stat is cheap beside the call.
+// l.mu must be held.
+func (l *Log) followPath() error {
+	fi, err := os.Stat(l.path)
+	switch {
+	case err == nil && os.SameFile(fi, l.fi):
+		return nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil // cannot tell (e.g. a directory made unreadable); keep writing
+	}
+	f, nfi, err := openFile(l.path)
+	if err != nil {
+		return err
+	}
+	l.f.Close()
+	l.f, l.fi = f, nfi
+	l.logger.Warn("the audit log file was removed or renamed while open; continuing in a new file at its path (send SIGHUP after rotating it)", "path", l.path)
+	return nil
+}
+
 func (l *Log) payload(b []byte) *Payload {
-	sum := sha256.Sum256(b)
-	p := &Payload{Bytes: len(b), SHA256: hex.EncodeToString(sum[:])}
+	p := &Payload{Bytes: len(b), HMAC: l.digest.sum(b), DigestKey: l.digest.id}
 	if l.includeArgs {
 		p.Value = RedactJSON(b)
 	}

@@ -17,9 +17,10 @@ runner's few lines of exec.Cmd plumbing, plus
     stdio server's), and Kill that kills the whole group, so that a plugin
     killed for missing its handshake leaves no child behind;
   - the binary's SHA-256 checked just before exec against the hash the block
-    requires (sha256, else the lock file). go-plugin's SecureConfig cannot do
-    it any more: with a RunnerFunc, go-plugin checks the path of its
-    placeholder command, which is empty;
+    requires (sha256, else the lock file), and the process started from the
+    very bytes that were hashed (image.go), not from the path again.
+    go-plugin's SecureConfig cannot do it any more: with a RunnerFunc,
+    go-plugin checks the path of its placeholder command, which is empty;
   - a kill when the dial's context ends before the handshake: the
     supervisor stopping must not wait out go-plugin's StartTimeout;
   - stderr read here rather than by go-plugin: every line goes into the tail
@@ -43,7 +44,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 )
 
@@ -135,11 +135,19 @@ func (d *Dialer) newRunner(spec *exec.Cmd, socketDir, path, want string, group *
 	}, nil
 }
 
-// Start checks the binary's hash and starts the process.
+// Start checks the binary's hash and starts the process, a locked one
+// from the verified image of its binary.
 func (r *runner) Start(context.Context) error {
-	if err := r.verify(); err != nil {
-		r.abandon()
-		return err
+	if r.want != "" {
+		im, err := verifiedImage(r.path, r.want, r.socketDir)
+		if err != nil {
+			r.abandon()
+			return err
+		}
+		defer im.close()
+		// Args[0] stays the binary's path: the plugin sees its own name.
+		r.cmd.Path = im.execPath
+		r.cmd.ExtraFiles = im.files
 	}
 	if err := r.cmd.Start(); err != nil {
 		r.abandon()
@@ -153,23 +161,6 @@ func (r *runner) Start(context.Context) error {
 	r.logger.Debug("plugin started", "path", r.path, "pid", r.pid)
 	go r.copyStderr()
 	go r.killOnAbort()
-	return nil
-}
-
-// verify compares the binary's hash with the one required. It is checked
-// just before the start, not continuously: install plugins where only
-// their owner can write them.
-func (r *runner) verify() error {
-	if r.want == "" {
-		return nil
-	}
-	got, err := config.FileSHA256(r.path)
-	switch {
-	case err != nil:
-		return &checksumError{path: r.path, err: err}
-	case got != r.want:
-		return &checksumError{path: r.path, got: got}
-	}
 	return nil
 }
 

@@ -1,0 +1,91 @@
+package audit_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/audit"
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+)
+
+// recordDigest opens the log at path, records one call with args and
+// returns its arguments payload.
+func recordDigest(t *testing.T, path, args string, logger hclog.Logger) map[string]any {
+	t.Helper()
+	l, err := audit.Open(path, false, "", logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	os.Truncate(path, 0)
+	if err := l.Record(&upstream.Call{Server: "s", Method: "tools/call", Name: "t", Arguments: []byte(args), Start: time.Now()}, ""); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() {
+		t.Fatal("no audit line")
+	}
+	var line struct {
+		Arguments map[string]any `json:"arguments"`
+	}
+	if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+		t.Fatal(err)
+	}
+	return line.Arguments
+}
+
+// The digest key persists in its 0600 file: a second process digests the
+// same arguments the same way.
+func TestDigestKeyPersists(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("STATE_DIRECTORY", "")
+	t.Setenv("XDG_STATE_HOME", state)
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	first := recordDigest(t, path, `{"password":"hunter2"}`, nil)
+	second := recordDigest(t, path, `{"password":"hunter2"}`, nil)
+	if first["hmac_sha256"] == nil || first["hmac_sha256"] != second["hmac_sha256"] || first["digest_key"] != second["digest_key"] {
+		t.Errorf("digests differ across opens: %v, %v", first, second)
+	}
+	fi, err := os.Stat(filepath.Join(state, "mcpvisor", "audit-hmac.key"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file: %v %v", fi, err)
+	}
+}
+
+// A key file others can read is refused: the process uses a key of its
+// own and says so.
+func TestDigestKeyFileReadableByOthers(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("STATE_DIRECTORY", "")
+	t.Setenv("XDG_STATE_HOME", state)
+	keyPath := filepath.Join(state, "mcpvisor", "audit-hmac.key")
+	os.MkdirAll(filepath.Dir(keyPath), 0o700)
+	if err := os.WriteFile(keyPath, []byte(strings.Repeat("ab", 32)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(keyPath, 0o644)
+	var logs testutil.Buffer
+	logger := hclog.New(&hclog.LoggerOptions{Output: &logs})
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	first := recordDigest(t, path, `{"a":1}`, logger)
+	second := recordDigest(t, path, `{"a":1}`, logger)
+	if !strings.Contains(logs.String(), "cannot use the audit digest key file") || !strings.Contains(logs.String(), "chmod 600") {
+		t.Errorf("no warning about the key file:\n%s", logs.String())
+	}
+	if first["hmac_sha256"] == second["hmac_sha256"] {
+		t.Errorf("two processes refused the same key file yet digest alike: %v", first)
+	}
+}
