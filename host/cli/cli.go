@@ -537,7 +537,7 @@ func startOneShot(path string, stdio IO) (*host.Host, int) {
 			if msg == "" {
 				msg = "not ready"
 			}
-			fmt.Fprintf(stdio.Stderr, "mcpvisor: server %q is %s: %s\n", st.Name, st.State, msg)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor: server %q is %s: %s\n", st.Name, termSafe(st.State), termSafe(msg))
 		}
 	}
 	return h, ExitOK
@@ -561,13 +561,13 @@ func toolsCmd(args []string, stdio IO) int {
 		defer cancel()
 		cs, err := t.connect(ctx)
 		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor tools: %v\n", err)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor tools: %s\n", termSafeErr(err))
 			return ExitRuntime
 		}
 		defer cs.Close()
 		for tool, err := range cs.Tools(ctx, nil) {
 			if err != nil {
-				fmt.Fprintf(stdio.Stderr, "mcpvisor tools: listing the tools of %s: %v\n", t.name, err)
+				fmt.Fprintf(stdio.Stderr, "mcpvisor tools: listing the tools of %s: %s\n", t.name, termSafeErr(err))
 				return ExitRuntime
 			}
 			tools = append(tools, host.Tool{Tool: tool})
@@ -600,7 +600,7 @@ func toolsCmd(args []string, stdio IO) int {
 	fmt.Fprintln(tw, "TOOL\tSERVER\tDESCRIPTION")
 	for _, t := range tools {
 		desc, _, _ := strings.Cut(t.Tool.Description, "\n")
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Tool.Name, t.Server, desc)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", termSafe(t.Tool.Name), termSafe(t.Server), termSafe(desc))
 	}
 	tw.Flush()
 	return ExitOK
@@ -632,7 +632,7 @@ func callCmd(args []string, stdio IO) int {
 	if t, ok := runningHost(*path, stdio); ok {
 		cs, err := t.connect(ctx)
 		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %s\n", termSafeErr(err))
 			return ExitRuntime
 		}
 		defer cs.Close()
@@ -641,7 +641,7 @@ func callCmd(args []string, stdio IO) int {
 			args = raw
 		}
 		if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args}); err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %s\n", termSafeErr(err))
 			return ExitRuntime
 		}
 	} else {
@@ -651,7 +651,7 @@ func callCmd(args []string, stdio IO) int {
 		}
 		defer closeHost(h)
 		if res, err = h.CallTool(ctx, tool, raw); err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %s\n", termSafeErr(err))
 			return ExitRuntime
 		}
 	}
@@ -689,7 +689,7 @@ func statusCmd(args []string, stdio IO) int {
 		for _, t := range ts {
 			doc, err := fetchStatus(t)
 			if err != nil {
-				fmt.Fprintf(stdio.Stderr, "mcpvisor status: %v\n", err)
+				fmt.Fprintf(stdio.Stderr, "mcpvisor status: %s\n", termSafeErr(err))
 				code = ExitRuntime
 				continue
 			}
@@ -777,7 +777,7 @@ func fetchStatus(t target) (*host.StatusReport, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s%s", t.name, resp.Status, authHint(resp.StatusCode))
+		return nil, fmt.Errorf("%s answered %s%s", t.name, termSafe(resp.Status), authHint(resp.StatusCode))
 	}
 	var doc host.StatusReport
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
@@ -822,17 +822,17 @@ func controlCmd(action string, args []string, stdio IO) int {
 		cancel()
 		switch {
 		case resp.StatusCode == http.StatusUnauthorized:
-			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s answered %s%s\n", action, t.name, resp.Status, authHint(resp.StatusCode))
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s answered %s%s\n", action, t.name, termSafe(resp.Status), authHint(resp.StatusCode))
 			code = ExitRuntime
 		case derr != nil:
-			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: unreadable answer from %s (%s): %v\n", action, t.name, resp.Status, derr)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: unreadable answer from %s (%s): %s\n", action, t.name, termSafe(resp.Status), termSafeErr(derr))
 			code = ExitRuntime
 		case res.Error != "":
-			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s: %s\n", action, t.name, res.Error)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s: %s\n", action, t.name, termSafe(res.Error))
 			code = ExitRuntime
 		default:
 			st := res.Server
-			fmt.Fprintf(stdio.Stdout, "%s: %s %s: %s (generation %d)\n", t.name, name, pastTense(action), st.State, st.Generation)
+			fmt.Fprintf(stdio.Stdout, "%s: %s %s: %s (generation %d)\n", t.name, termSafe(name), pastTense(action), termSafe(st.State), st.Generation)
 		}
 	}
 	return code
@@ -863,9 +863,9 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 		if !s.NextAttempt.IsZero() {
 			next = s.NextAttempt.Local().Format(time.TimeOnly)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d of %d\t%s\t%d\t%d\t%d\t%s\n", s.Name, s.State,
-			s.Since.Local().Format(time.TimeOnly), next, s.Generation, s.Retries, s.MaxRetries,
-			s.Breaker, s.ExposedTools, s.Calls, s.Errors, last)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", termSafe(s.Name), termSafe(s.State),
+			s.Since.Local().Format(time.TimeOnly), next, s.Generation, retriesColumn(s),
+			termSafe(s.Breaker), s.ExposedTools, s.Calls, s.Errors, termSafe(last))
 	}
 	tw.Flush()
 }
@@ -922,4 +922,16 @@ func parseNoArgs(fs *flag.FlagSet, args []string, stdio IO) bool {
 		return false
 	}
 	return true
+}
+
+// retriesColumn is the RETRIES cell: "1 of 5" while the server works
+// through its reconnect budget, "-" when no budget is being spent (a
+// parked server waits for NEXT ATTEMPT or a revive, whatever count made it
+// park; a disabled one never runs).
+func retriesColumn(s host.ServerStatus) string {
+	switch s.State {
+	case "parked", "disabled", "needs_login", "stopped":
+		return "-"
+	}
+	return fmt.Sprintf("%d of %d", s.Retries, s.MaxRetries)
 }

@@ -34,7 +34,7 @@ func loginCmd(args []string, stdio IO) int {
 	defer cancel()
 
 	open := func(_ context.Context, authURL string) error {
-		fmt.Fprintf(stdio.Stderr, "Open this URL in a browser to log in to %q:\n\n  %s\n\n", name, authURL)
+		fmt.Fprintf(stdio.Stderr, "Open this URL in a browser to log in to %q:\n\n  %s\n\n", name, termSafe(authURL))
 		if !*noBrowser && startBrowser(authURL) {
 			fmt.Fprintln(stdio.Stderr, "(a browser was started)")
 		}
@@ -43,7 +43,7 @@ func loginCmd(args []string, stdio IO) int {
 	}
 	file, err := host.Login(ctx, cfg, name, host.LoginOptions{Open: open, Paste: stdio.Stdin})
 	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor login: %v\n", err)
+		fmt.Fprintf(stdio.Stderr, "mcpvisor login: %s\n", termSafeErr(err))
 		return ExitRuntime
 	}
 	fmt.Fprintf(stdio.Stdout, "logged in to %q; tokens stored in %s (a running host picks them up within seconds)\n", name, file)
@@ -62,7 +62,7 @@ func logoutCmd(args []string, stdio IO) int {
 	}
 	file, existed, err := host.Logout(cfg, name, "")
 	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor logout: %v\n", err)
+		fmt.Fprintf(stdio.Stderr, "mcpvisor logout: %s\n", termSafeErr(err))
 		return ExitRuntime
 	}
 	if !existed {
