@@ -1,12 +1,30 @@
-// Package cli is the mcpvisor command line: run, validate, tools, call,
-// status, plugins lock and version. It is a thin layer over package host
-// and package config.
+// Package cli is the mcpvisor command line, a thin layer over package host
+// and package config. Its commands:
+//
+//	run         start the host and serve the servers' tools (HTTP or stdio)
+//	validate    check a configuration file
+//	tools       list the tools the configured servers expose
+//	call        call one tool with JSON arguments
+//	status      show the server states of the running hosts of a config
+//	revive      ask a parked server to try again now
+//	restart     replace a server with a fresh process
+//	import      turn a Claude Desktop / .mcp.json / Cursor config into HCL
+//	login       log in to an OAuth server
+//	logout      forget an OAuth server's tokens
+//	plugins     plugins lock: record each plugin binary's SHA-256
+//	completion  print a bash, zsh or fish completion script
+//	version     print the version
+//	help        show the help of a command
+//
+// Every command has a synopsis, arguments, options and examples in
+// help.go: `mcpvisor help CMD` and `mcpvisor CMD -h` print them.
 package cli
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,33 +78,33 @@ type IO struct {
 	Stdout, Stderr io.Writer
 }
 
-const usage = `Usage: mcpvisor <command> [options]
-
-Commands:
-  run       start the host and serve the servers' tools (HTTP at /mcp, or --stdio)
-  validate  check a configuration file
-  tools     list the tools the configured servers expose
-  call      call one tool: mcpvisor call TOOL '{"arg": "value"}'
-  status    show server states from the running hosts of a config
-  revive    ask a parked server to try again now: mcpvisor revive NAME
-  restart   replace a server with a fresh process: mcpvisor restart NAME
-  import    turn a Claude Desktop / .mcp.json / Cursor config into config.hcl
-  login     log in to an OAuth server: mcpvisor login NAME
-  logout    forget an OAuth server's tokens: mcpvisor logout NAME
-  plugins   plugins lock: record each plugin binary's SHA-256 in mcpvisor.lock.hcl
-  version   print the version
-
-Run "mcpvisor <command> -h" for a command's options.
-`
 
 // Run runs the CLI with args (without the program name) and returns the
 // process exit code.
 func Run(args []string, stdio IO) int {
 	if len(args) == 0 {
-		fmt.Fprint(stdio.Stderr, usage)
+		fmt.Fprint(stdio.Stderr, usage())
 		return ExitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "help" && len(rest) > 0 {
+		if _, ok := commands[rest[0]]; !ok {
+			return unknownCommand(rest[0], stdio)
+		}
+		cmd, rest = rest[0], []string{"-h"}
+	}
+	if _, ok := commands[cmd]; ok && cmd != "help" && wantsHelp(rest) {
+		// The command prints its help (with its flags) where it would
+		// print a usage error; asked for, help goes to stdout and is no
+		// error.
+		dispatch(cmd, rest, IO{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stdout})
+		return ExitOK
+	}
+	return dispatch(cmd, rest, stdio)
+}
+
+// dispatch runs the command cmd with its arguments.
+func dispatch(cmd string, rest []string, stdio IO) int {
 	switch cmd {
 	case "run":
 		return runCmd(rest, stdio)
@@ -108,21 +126,37 @@ func Run(args []string, stdio IO) int {
 		return logoutCmd(rest, stdio)
 	case "plugins":
 		return pluginsCmd(rest, stdio)
+	case "completion":
+		return completionCmd(rest, stdio)
 	case "version", "-version", "--version":
+		if wantsHelp(rest) {
+			writeHelp(stdio.Stdout, "version", nil)
+			return ExitOK
+		}
 		fmt.Fprintf(stdio.Stdout, "mcpvisor %s\n", host.Version)
 		return ExitOK
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdio.Stdout, usage)
+		fmt.Fprint(stdio.Stdout, usage())
 		return ExitOK
 	default:
-		fmt.Fprintf(stdio.Stderr, "mcpvisor: unknown command %q\n\n%s", cmd, usage)
+		return unknownCommand(cmd, stdio)
+	}
+}
+
+// unknownCommand says that cmd is no command, and which one was meant.
+func unknownCommand(cmd string, stdio IO) int {
+	if s := suggest(cmd, commandOrder); s != "" {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: unknown command %q; did you mean %q?\n\nRun \"mcpvisor help\" for the list of commands.\n", termSafe(cmd), s)
 		return ExitUsage
 	}
+	fmt.Fprintf(stdio.Stderr, "mcpvisor: unknown command %q\n\n%s", termSafe(cmd), usage())
+	return ExitUsage
 }
 
 func newFlags(name string, stdio IO) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
+	fs.Usage = func() { writeHelp(fs.Output(), name, fs) }
 	cfg := fs.String("config", defaultConfigFile, "configuration `file`")
 	return fs, cfg
 }
@@ -205,7 +239,11 @@ func pluginsCmd(args []string, stdio IO) int {
 		fmt.Fprint(stdio.Stdout, pluginsUsage)
 		return ExitOK
 	}
-	fmt.Fprintf(stdio.Stderr, "mcpvisor plugins: unknown command %q\n\n%s", args[0], pluginsUsage)
+	hint := ""
+	if s := suggest(args[0], []string{"lock"}); s != "" {
+		hint = fmt.Sprintf("; did you mean %q?", s)
+	}
+	fmt.Fprintf(stdio.Stderr, "mcpvisor plugins: unknown command %q%s\n\n%s", termSafe(args[0]), hint, pluginsUsage)
 	return ExitUsage
 }
 
@@ -613,16 +651,18 @@ func callCmd(args []string, stdio IO) int {
 		return ExitUsage
 	}
 	if len(pos) < 1 || len(pos) > 2 {
-		fmt.Fprintln(stdio.Stderr, `usage: mcpvisor call [-config FILE] TOOL ['{"arg": "value"}']`)
+		fmt.Fprintf(stdio.Stderr, "usage: %s\n", commands["call"].synopsis)
+		if len(pos) > 2 {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: argument 3 (%q) is one too many: put all arguments in one JSON object, quoted for the shell\n", termSafe(pos[2]))
+		}
 		return ExitUsage
 	}
 	tool := pos[0]
 	var raw json.RawMessage
 	if len(pos) == 2 {
 		raw = json.RawMessage(pos[1])
-		var obj map[string]any
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor call: arguments must be a JSON object: %v\n", err)
+		if msg := checkJSONObject(pos[1]); msg != "" {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: argument 2 (JSON arguments) must be a JSON object: %s\n", msg)
 			return ExitUsage
 		}
 	}
@@ -642,6 +682,16 @@ func callCmd(args []string, stdio IO) int {
 		}
 		if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args}); err != nil {
 			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %s\n", termSafeErr(err))
+			if strings.Contains(strings.ToLower(err.Error()), "unknown tool") {
+				var names []string
+				for t, err := range cs.Tools(ctx, nil) {
+					if err != nil {
+						break
+					}
+					names = append(names, t.Name)
+				}
+				fmt.Fprintln(stdio.Stderr, unknownToolHint(tool, names))
+			}
 			return ExitRuntime
 		}
 	} else {
@@ -652,6 +702,13 @@ func callCmd(args []string, stdio IO) int {
 		defer closeHost(h)
 		if res, err = h.CallTool(ctx, tool, raw); err != nil {
 			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %s\n", termSafeErr(err))
+			if errors.Is(err, host.ErrUnknownTool) {
+				var names []string
+				for _, t := range h.Tools() {
+					names = append(names, t.Tool.Name)
+				}
+				fmt.Fprintln(stdio.Stderr, unknownToolHint(tool, names))
+			}
 			return ExitRuntime
 		}
 	}
@@ -882,9 +939,18 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 			break
 		}
 	}
+	if !wantsHelp(args) {
+		// A usage error is one line and what to do, not the whole help.
+		fs.Usage = func() {}
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if hint := flagHint(fs, err); hint != "" {
+				fmt.Fprintln(fs.Output(), hint)
+			} else if !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(fs.Output(), "Run \"mcpvisor help %s\" for its arguments, options and examples.\n", strings.Fields(fs.Name())[0])
+			}
 			return nil, err
 		}
 		args = fs.Args()
@@ -934,4 +1000,45 @@ func retriesColumn(s host.ServerStatus) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d of %d", s.Retries, s.MaxRetries)
+}
+
+// checkJSONObject says what is wrong with arg as a JSON object, with where
+// ("at byte 2") and the text around it; "" when it is one.
+func checkJSONObject(arg string) string {
+	var obj map[string]any
+	err := json.Unmarshal([]byte(arg), &obj)
+	if err == nil {
+		if obj == nil {
+			return "null is not an object; write {} for no arguments"
+		}
+		return ""
+	}
+	var offset int64 = -1
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		offset = syn.Offset
+	case errors.As(err, &typ):
+		return fmt.Sprintf("it is a JSON %s; write an object such as '{\"name\": \"value\"}'", typ.Value)
+	}
+	msg := err.Error()
+	if offset < 0 || offset > int64(len(arg)) {
+		return termSafe(msg)
+	}
+	// offset is just past the byte the decoder choked on.
+	at := max(offset-1, 0)
+	from := max(at-20, 0)
+	to := min(at+20, int64(len(arg)))
+	excerpt := termSafe(arg[from:to])
+	caret := len(termSafe(arg[from:at]))
+	return fmt.Sprintf("%s at byte %d\n  %s\n  %s^", termSafe(msg), at+1, excerpt, strings.Repeat(" ", caret))
+}
+
+// unknownToolHint says which tool a call to an unknown one probably meant.
+func unknownToolHint(tool string, known []string) string {
+	if s := suggest(tool, known); s != "" {
+		return fmt.Sprintf("mcpvisor call: did you mean %q?", s)
+	}
+	return "mcpvisor call: run `mcpvisor tools` for the tool names"
 }
