@@ -78,7 +78,6 @@ type IO struct {
 	Stdout, Stderr io.Writer
 }
 
-
 // Run runs the CLI with args (without the program name) and returns the
 // process exit code.
 func Run(args []string, stdio IO) int {

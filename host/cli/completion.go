@@ -102,5 +102,7 @@ func writeFishCompletion(w io.Writer) {
 }
 
 // zshQuote and fishQuote single-quote s for the shell.
-func zshQuote(s string) string  { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-func fishQuote(s string) string { return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'" }
+func zshQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+func fishQuote(s string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
+}

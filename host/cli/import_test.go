@@ -7,8 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mcpvisor/mcpvisor/host/cli"
