@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -596,6 +597,13 @@ func toolsCmd(args []string, stdio IO) int {
 	if t, ok := runningHost(*path, stdio); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		defer cancel()
+		if tools, err := fetchTools(ctx, t); err == nil {
+			return printTools(stdio, tools, *asJSON)
+		} else if !errors.Is(err, errNoToolsEndpoint) {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor tools: %s\n", termSafeErr(err))
+			return ExitRuntime
+		}
+		// An older host: tools/list, which names no server.
 		cs, err := t.connect(ctx)
 		if err != nil {
 			fmt.Fprintf(stdio.Stderr, "mcpvisor tools: %s\n", termSafeErr(err))
@@ -617,7 +625,39 @@ func toolsCmd(args []string, stdio IO) int {
 		defer closeHost(h)
 		tools = h.Tools()
 	}
-	if *asJSON {
+	return printTools(stdio, tools, *asJSON)
+}
+
+// errNoToolsEndpoint is fetchTools' error for a host without GET /tools.
+var errNoToolsEndpoint = errors.New("no /tools endpoint")
+
+// fetchTools reads the exposed tools, with their servers, from t.
+func fetchTools(ctx context.Context, t target) ([]host.Tool, error) {
+	resp, err := t.do(ctx, http.MethodGet, "/tools")
+	if err != nil {
+		return nil, fmt.Errorf("no host answering at %s: %v", t.name, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
+		return nil, errNoToolsEndpoint
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("%s answered %s%s", t.name, termSafe(resp.Status), authHint(resp.StatusCode))
+	}
+	var list []host.ExposedTool
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, fmt.Errorf("unreadable answer from %s: %v", t.name, err)
+	}
+	tools := make([]host.Tool, 0, len(list))
+	for _, e := range list {
+		tools = append(tools, host.Tool{Tool: &mcp.Tool{Name: e.Name, Description: e.Description}, Server: e.Server, Original: e.Original})
+	}
+	return tools, nil
+}
+
+// printTools prints the tools as a table or JSON.
+func printTools(stdio IO, tools []host.Tool, asJSON bool) int {
+	if asJSON {
 		type row struct {
 			Name        string `json:"name"`
 			Server      string `json:"server,omitempty"`
@@ -755,9 +795,7 @@ func statusCmd(args []string, stdio IO) int {
 				enc.Encode(doc)
 				continue
 			}
-			if len(ts) > 1 {
-				fmt.Fprintf(w, "mcpvisor %s:\n", t.name)
-			}
+			fmt.Fprintf(w, "%s\n", hostHeading(t, doc))
 			printStatus(w, doc)
 		}
 		return code
@@ -820,7 +858,61 @@ func findTargets(cmd, path, addr, token string, fs *flag.FlagSet, stdio IO) ([]t
 	if ts := runningHosts(path, token); len(ts) > 0 {
 		return ts, ExitOK
 	}
-	return []target{tcpTarget(cmp.Or(hb.Listen, config.DefaultListen), token)}, ExitOK
+	t := tcpTarget(cmp.Or(hb.Listen, config.DefaultListen), token)
+	if other := servesOtherConfig(t, path); other != "" {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no running host serves %s; the host at %s serves %s (pass -config %s to use it, or -addr %s to use it anyway)\n",
+			cmd, absPath(path), t.name, termSafe(other), termSafe(other), t.name)
+		return nil, ExitRuntime
+	}
+	return []target{t}, ExitOK
+}
+
+// servesOtherConfig returns the config file of the host at t when it
+// reports one that is not the file at path: several configs may use one
+// host.listen (the default), and the host found there must not be taken
+// for this config's. "" when it serves path, does not say, or does not
+// answer (the command then reports that).
+func servesOtherConfig(t target, path string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := t.do(ctx, http.MethodGet, "/status")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var doc host.StatusReport
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&doc) != nil {
+		return ""
+	}
+	if doc.Config == "" || doc.Config == absPath(path) {
+		return ""
+	}
+	return doc.Config
+}
+
+// absPath is path made absolute, for comparing and showing config files.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// hostHeading names the host a status table comes from: its pid or
+// address, and its config file.
+func hostHeading(t target, doc *host.StatusReport) string {
+	cfg := doc.Config
+	if cfg == "" {
+		cfg = "not reported"
+	}
+	s := fmt.Sprintf("Host %s (config %s", t.name, termSafe(cfg))
+	if doc.Replica != "" {
+		s += ", replica " + termSafe(doc.Replica)
+	}
+	if doc.Draining {
+		s += ", draining"
+	}
+	return s + "):"
 }
 
 // fetchStatus reads /status from t.
