@@ -179,7 +179,7 @@ func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       "mcpvisor",
 		Level:      level,
-		Output:     w,
+		Output:     logWriter{w},
 		JSONFormat: cfg.Host.LogFormat == "json",
 	})
 }
@@ -668,9 +668,7 @@ func printTools(stdio IO, tools []host.Tool, asJSON bool) int {
 		for _, t := range tools {
 			rows = append(rows, row{t.Tool.Name, t.Server, t.Original, t.Tool.Description})
 		}
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rows)
+		writeJSON(stdio.Stdout, rows)
 		return ExitOK
 	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
@@ -751,9 +749,7 @@ func callCmd(args []string, stdio IO) int {
 			return ExitRuntime
 		}
 	}
-	enc := json.NewEncoder(stdio.Stdout)
-	enc.SetIndent("", "  ")
-	enc.Encode(res)
+	writeJSON(stdio.Stdout, res)
 	if res.IsError {
 		return ExitRuntime
 	}
@@ -790,9 +786,7 @@ func statusCmd(args []string, stdio IO) int {
 				continue
 			}
 			if *asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				enc.Encode(doc)
+				writeJSON(w, doc)
 				continue
 			}
 			fmt.Fprintf(w, "%s\n", hostHeading(t, doc))

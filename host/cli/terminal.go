@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -61,4 +64,57 @@ func needsEscape(s string) bool {
 // (embeddings, overrides, isolates and their terminators).
 func isBidiControl(r rune) bool {
 	return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c
+}
+
+// logWriter is a log destination that escapes what termSafe escapes except
+// the newline that ends each entry and tabs: a server's stderr line is
+// logged as the message of an entry, which hclog's text format writes as
+// it is.
+type logWriter struct{ w io.Writer }
+
+func (l logWriter) Write(p []byte) (int, error) {
+	s := string(p)
+	if !needsEscape(strings.NewReplacer("\n", "", "\t", "").Replace(s)) {
+		return l.w.Write(p)
+	}
+	var b strings.Builder
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		for j, field := range strings.Split(line, "\t") {
+			if j > 0 {
+				b.WriteByte('\t')
+			}
+			b.WriteString(termSafe(field))
+		}
+	}
+	if _, err := io.WriteString(l.w, b.String()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// writeJSON writes v as indented JSON with the characters encoding/json
+// leaves raw but a terminal obeys — C1 controls (U+0080–U+009F, among
+// them the one-byte CSI) and bidi overrides — escaped as \uXXXX: they can
+// only stand inside JSON strings, where the escape means the same.
+func writeJSON(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	s := buf.String()
+	var b strings.Builder
+	for _, r := range s {
+		if (r >= 0x80 && r <= 0x9f) || isBidiControl(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
