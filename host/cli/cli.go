@@ -88,6 +88,10 @@ func Run(args []string, stdio IO) int {
 	}
 	cmd, rest := args[0], args[1:]
 	if cmd == "help" && len(rest) > 0 {
+		if rest[0] == "help" || isHelpFlag(rest[0]) {
+			writeHelp(stdio.Stdout, "help", nil)
+			return ExitOK
+		}
 		if _, ok := commands[rest[0]]; !ok {
 			return unknownCommand(rest[0], stdio)
 		}
@@ -154,11 +158,17 @@ func unknownCommand(cmd string, stdio IO) int {
 }
 
 func newFlags(name string, stdio IO) (*flag.FlagSet, *string) {
+	fs := newBareFlags(name, stdio)
+	cfg := fs.String("config", defaultConfigFile, "configuration `file`")
+	return fs, cfg
+}
+
+// newBareFlags is the flag set of a command that reads no configuration.
+func newBareFlags(name string, stdio IO) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stdio.Stderr)
 	fs.Usage = func() { writeHelp(fs.Output(), name, fs) }
-	cfg := fs.String("config", defaultConfigFile, "configuration `file`")
-	return fs, cfg
+	return fs
 }
 
 // loadConfig loads the file, printing diagnostics as HCL renders them.
@@ -236,7 +246,7 @@ func pluginsCmd(args []string, stdio IO) int {
 	case "lock":
 		return pluginsLockCmd(args[1:], stdio)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdio.Stdout, pluginsUsage)
+		writeHelp(stdio.Stdout, "plugins", nil)
 		return ExitOK
 	}
 	hint := ""

@@ -9,7 +9,7 @@ import (
 // completionCmd prints a completion script for bash, zsh or fish: the
 // commands, each command's flags, and file names for -config and import.
 func completionCmd(args []string, stdio IO) int {
-	fs, _ := newFlags("completion", stdio)
+	fs := newBareFlags("completion", stdio)
 	shell, ok := parseOneArg(fs, args, stdio, commands["completion"].synopsis)
 	if !ok {
 		return ExitUsage

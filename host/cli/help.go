@@ -109,7 +109,7 @@ var commands = map[string]command{
 		summary:  "print a shell completion script (bash, zsh or fish)",
 		synopsis: "mcpvisor completion bash|zsh|fish",
 		args:     "SHELL  bash, zsh or fish",
-		examples: []string{`source <(mcpvisor completion bash)`, "mcpvisor completion zsh > \"${fpath[1]}/_mcpvisor\"", "mcpvisor completion fish > ~/.config/fish/completions/mcpvisor.fish"},
+		examples: []string{"mcpvisor completion bash > ~/.local/share/bash-completion/completions/mcpvisor", "source <(mcpvisor completion bash)", "mcpvisor completion zsh > \"${fpath[1]}/_mcpvisor\"", "mcpvisor completion fish > ~/.config/fish/completions/mcpvisor.fish"},
 	},
 	"version": {
 		summary:  "print the version",

@@ -81,8 +81,8 @@ var (
 // importCmd prints the config.hcl equivalent of a Claude Desktop, Claude
 // Code or Cursor MCP configuration file.
 func importCmd(args []string, stdio IO) int {
-	fs, _ := newFlags("import", stdio)
-	file, ok := parseOneArg(fs, args, stdio, "mcpvisor import FILE   (claude_desktop_config.json, .mcp.json or Cursor's mcp.json); prints config.hcl")
+	fs := newBareFlags("import", stdio)
+	file, ok := parseOneArg(fs, args, stdio, commands["import"].synopsis+"   (claude_desktop_config.json, .mcp.json or Cursor's mcp.json); prints config.hcl")
 	if !ok {
 		return ExitUsage
 	}
