@@ -161,6 +161,10 @@ func TestToolsThroughRunningHostNameTheServer(t *testing.T) {
 	if !found {
 		t.Fatalf("echo__echo not listed: %s", out)
 	}
+	// A mistyped tool name through the running host gets a suggestion.
+	if code, _, errs := runCLI(t, "call", "-config", mv.config, "echo__ecoh", "{}"); code != 1 || !strings.Contains(errs, `did you mean "echo__echo"?`) {
+		t.Errorf("call echo__ecoh through the running host: exit %d, no suggestion:\n%s", code, errs)
+	}
 	_, out, _ = runCLI(t, "tools", "-config", mv.config)
 	for _, line := range strings.Split(out, "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "echo__echo" && f[1] != "echo" {
