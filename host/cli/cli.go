@@ -909,7 +909,7 @@ func hostHeading(t target, doc *host.StatusReport) string {
 	if cfg == "" {
 		cfg = "not reported"
 	}
-	s := fmt.Sprintf("Host %s (config %s", t.name, termSafe(cfg))
+	s := fmt.Sprintf("mcpvisor %s (config %s", t.name, termSafe(cfg))
 	if doc.Replica != "" {
 		s += ", replica " + termSafe(doc.Replica)
 	}
