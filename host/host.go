@@ -507,8 +507,14 @@ func (h *Host) backendCall(ctx context.Context, server string, p *mcp.CallToolPa
 }
 
 func (h *Host) sup(name string) (*upstream.Supervisor, error) {
-	s, ok := h.servers.Load().sups[name]
+	set := h.servers.Load()
+	s, ok := set.sups[name]
 	if !ok {
+		for _, srv := range set.cfg.Servers {
+			if srv.Name == name && srv.Disabled {
+				return nil, fmt.Errorf("%w %q: it is disabled (enabled = false in its block); set enabled = true and reload", ErrUnknownServer, name)
+			}
+		}
 		return nil, fmt.Errorf("%w %q", ErrUnknownServer, name)
 	}
 	return s, nil

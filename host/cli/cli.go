@@ -580,7 +580,7 @@ func startOneShot(path string, stdio IO) (*host.Host, int) {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: servers still starting after %s\n", settleTimeout)
 	}
 	for _, st := range h.Status() {
-		if st.State != "ready" {
+		if st.State != "ready" && st.State != host.StateDisabled {
 			msg := st.LastError
 			if msg == "" {
 				msg = "not ready"
@@ -1011,12 +1011,16 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 		if s.Action != "" {
 			last = s.Action + ": " + last
 		}
+		since := "-"
+		if !s.Since.IsZero() {
+			since = s.Since.Local().Format(time.TimeOnly)
+		}
 		next := "-"
 		if !s.NextAttempt.IsZero() {
 			next = s.NextAttempt.Local().Format(time.TimeOnly)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", termSafe(s.Name), termSafe(s.State),
-			s.Since.Local().Format(time.TimeOnly), next, s.Generation, retriesColumn(s),
+			since, next, s.Generation, retriesColumn(s),
 			termSafe(s.Breaker), s.ExposedTools, s.Calls, s.Errors, termSafe(last))
 	}
 	tw.Flush()

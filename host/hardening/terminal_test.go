@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,11 @@ server "noisy" {
 		t.Fatalf("status: exit %d\nstdout: %q\nstderr: %s", code, out, errs)
 	}
 	noControlBytes(t, "status", out+errs)
+	// Parked, noisy spends no retry budget: RETRIES says "-", not "1 of 0"
+	// beside a NEXT ATTEMPT.
+	if !regexp.MustCompile(`(?m)^noisy\s+parked\s+\S+\s+\S+\s+\d+\s+-\s`).MatchString(out) {
+		t.Errorf("the parked server's row does not show RETRIES as -:\n%s", out)
+	}
 
 	// JSON keeps the text exactly, escaped by encoding/json.
 	code, out, _ = runCLI(t, "tools", "-json", "-config", mv.config)
@@ -237,7 +243,10 @@ server "off" {
 		}
 	}
 	code, out, _ := runCLI(t, "status", "-config", mv.config)
-	if code != 0 || !strings.Contains(out, "disabled") {
+	if code != 0 || !regexp.MustCompile(`(?m)^off\s+disabled\s`).MatchString(out) {
 		t.Errorf("status table: exit %d\n%s", code, out)
+	}
+	if code, _, errs := runCLI(t, "revive", "-config", mv.config, "off"); code == 0 || !strings.Contains(errs, "disabled") {
+		t.Errorf("revive of a disabled server: exit %d\n%s", code, errs)
 	}
 }
