@@ -950,7 +950,7 @@ func authHint(status int) string {
 // running host serving the config.
 func controlCmd(action string, args []string, stdio IO) int {
 	fs, path, addr, token := newControlFlags(action, stdio)
-	name, ok := parseOneArg(fs, args, stdio, "mcpvisor "+action+" [-config FILE] [-addr HOST:PORT] [-token TOKEN] SERVER")
+	name, ok := parseOneArg(fs, args, stdio, commands[action].synopsis)
 	if !ok {
 		return ExitUsage
 	}
@@ -1071,6 +1071,14 @@ func parseOneArg(fs *flag.FlagSet, args []string, stdio IO, usage string) (strin
 		return "", false
 	}
 	if len(pos) != 1 {
+		// The synopsis ends with the argument's name (SERVER, FILE, …).
+		f := strings.Fields(usage)
+		name := f[len(f)-1]
+		if len(pos) == 0 {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: missing argument 1 (%s)\n", fs.Name(), name)
+		} else {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: argument 2 (%q) is one too many: it takes one %s\n", fs.Name(), termSafe(pos[1]), name)
+		}
 		fmt.Fprintln(stdio.Stderr, "usage: "+usage)
 		return "", false
 	}

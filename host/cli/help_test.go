@@ -74,6 +74,8 @@ func TestDidYouMean(t *testing.T) {
 		{[]string{"call", "-config", good, "echo__echo", "[1]"}, cli.ExitUsage, "argument 2 (JSON arguments) must be a JSON object: it is a JSON array"},
 		{[]string{"call", "-config", good, "echo__echo", "{}", "{}"}, cli.ExitUsage, "argument 3"},
 		{[]string{"completion", "tcsh"}, cli.ExitUsage, `argument 1 (SHELL): "tcsh" is not bash, zsh or fish`},
+		{[]string{"revive", "-config", good}, cli.ExitUsage, "mcpvisor revive: missing argument 1 (SERVER)"},
+		{[]string{"import", "a.json", "b.json"}, cli.ExitUsage, `mcpvisor import: argument 2 ("b.json") is one too many: it takes one FILE`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, out, errs := runBin(t, nil, tc.args...)

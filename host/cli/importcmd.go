@@ -82,7 +82,7 @@ var (
 // Code or Cursor MCP configuration file.
 func importCmd(args []string, stdio IO) int {
 	fs := newBareFlags("import", stdio)
-	file, ok := parseOneArg(fs, args, stdio, commands["import"].synopsis+"   (claude_desktop_config.json, .mcp.json or Cursor's mcp.json); prints config.hcl")
+	file, ok := parseOneArg(fs, args, stdio, commands["import"].synopsis)
 	if !ok {
 		return ExitUsage
 	}

@@ -20,7 +20,7 @@ const loginTimeout = 10 * time.Minute
 func loginCmd(args []string, stdio IO) int {
 	fs, path := newFlags("login", stdio)
 	noBrowser := fs.Bool("no-browser", false, "only print the URL; do not start a browser")
-	name, ok := parseOneArg(fs, args, stdio, "mcpvisor login [-config FILE] [-no-browser] NAME")
+	name, ok := parseOneArg(fs, args, stdio, commands["login"].synopsis)
 	if !ok {
 		return ExitUsage
 	}
@@ -52,7 +52,7 @@ func loginCmd(args []string, stdio IO) int {
 
 func logoutCmd(args []string, stdio IO) int {
 	fs, path := newFlags("logout", stdio)
-	name, ok := parseOneArg(fs, args, stdio, "mcpvisor logout [-config FILE] NAME")
+	name, ok := parseOneArg(fs, args, stdio, commands["logout"].synopsis)
 	if !ok {
 		return ExitUsage
 	}
