@@ -67,7 +67,7 @@ complete -o default -F _mcpvisor mcpvisor
 }
 
 func writeZshCompletion(w io.Writer) {
-	fmt.Fprint(w, "#compdef mcpvisor\n# zsh completion for mcpvisor: mcpvisor completion zsh > \"${fpath[1]}/_mcpvisor\"\n_mcpvisor() {\n  local -a cmds\n  cmds=(\n")
+	fmt.Fprint(w, "#compdef mcpvisor\n# zsh completion for mcpvisor: mcpvisor completion zsh > \"${fpath[1]}/_mcpvisor\"\ncompdef _mcpvisor mcpvisor\n_mcpvisor() {\n  local -a cmds\n  cmds=(\n")
 	for _, name := range commandOrder {
 		fmt.Fprintf(w, "    %s\n", zshQuote(name+":"+commands[name].summary))
 	}
@@ -84,14 +84,17 @@ func writeZshCompletion(w io.Writer) {
 		}
 		fmt.Fprintf(w, "    %s) compadd -- %s; _files ;;\n", name, strings.Join(words, " "))
 	}
-	fmt.Fprint(w, "  esac\n}\ncompdef _mcpvisor mcpvisor\n")
+	// Autoloaded from fpath, the file is the function's body: run it then,
+	// not when the file is sourced.
+	fmt.Fprint(w, "  esac\n}\nif [ \"$funcstack[1]\" = \"_mcpvisor\" ]; then\n  _mcpvisor \"$@\"\nfi\n")
 }
 
 func writeFishCompletion(w io.Writer) {
 	fmt.Fprint(w, "# fish completion for mcpvisor: mcpvisor completion fish > ~/.config/fish/completions/mcpvisor.fish\n")
-	fmt.Fprintf(w, "complete -c mcpvisor -f -n '__fish_use_subcommand' -a %s\n", fishQuote(strings.Join(commandOrder, " ")))
 	for _, name := range commandOrder {
-		fmt.Fprintf(w, "complete -c mcpvisor -f -n '__fish_seen_subcommand_from %s' -d %s\n", name, fishQuote(commands[name].summary))
+		fmt.Fprintf(w, "complete -c mcpvisor -f -n '__fish_use_subcommand' -a %s -d %s\n", name, fishQuote(commands[name].summary))
+	}
+	for _, name := range commandOrder {
 		for _, f := range flagsOf(name) {
 			fmt.Fprintf(w, "complete -c mcpvisor -n '__fish_seen_subcommand_from %s' -o %s\n", name, strings.TrimPrefix(f, "-"))
 		}
