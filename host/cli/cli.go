@@ -1021,7 +1021,7 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", termSafe(s.Name), termSafe(s.State),
 			since, next, s.Generation, retriesColumn(s),
-			termSafe(s.Breaker), s.ExposedTools, s.Calls, s.Errors, termSafe(last))
+			cmp.Or(termSafe(s.Breaker), "-"), s.ExposedTools, s.Calls, s.Errors, termSafe(last))
 	}
 	tw.Flush()
 }
