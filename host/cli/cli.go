@@ -891,6 +891,12 @@ func servesOtherConfig(t target, path string) string {
 	if doc.Config == "" || doc.Config == absPath(path) {
 		return ""
 	}
+	// The same file under another name (a symlink, a bind mount).
+	if a, err := os.Stat(doc.Config); err == nil {
+		if b, err := os.Stat(path); err == nil && os.SameFile(a, b) {
+			return ""
+		}
+	}
 	return doc.Config
 }
 
