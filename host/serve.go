@@ -87,7 +87,8 @@ func configPath(filename string) string {
 }
 
 // Handler returns the host's HTTP handler: streamable HTTP MCP at /mcp, the
-// servers' states as JSON at /status (a StatusReport), a liveness check at
+// servers' states as JSON at /status (a StatusReport), the exposed tools
+// with their servers at /tools ([]ExposedTool), a liveness check at
 // /healthz, readiness at /readyz (a Readiness; 503 while not ready) and
 // Prometheus metrics at /metrics (unless WithMetrics(false)). Every request first passes the ingress checks — a request
 // that reached a loopback address must name a loopback Host (DNS
