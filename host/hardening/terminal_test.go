@@ -250,3 +250,39 @@ server "off" {
 		t.Errorf("revive of a disabled server: exit %d\n%s", code, errs)
 	}
 }
+
+// A server that exits the same way twice parks at once instead of
+// spending its max_retries. What the log and status say about it agree:
+// the log does not claim it parks "without retrying" and then give a
+// next attempt, and RETRIES does not read "1 of 5" beside a NEXT ATTEMPT.
+func TestParkMessagesAgree(t *testing.T) {
+	mv := startMcpvisor(t, `server "broken" {
+  command = "/bin/sh"
+  args    = ["-c", "echo 'cannot read settings' >&2; exit 1"]
+  reconnect {
+    max_retries = 5
+  }
+}
+`)
+	deadline := time.Now().Add(readyTimeout)
+	for mv.status(t)["broken"].State != "parked" {
+		if time.Now().After(deadline) {
+			t.Fatalf("server broken not parked after %s: %+v", readyTimeout, mv.status(t)["broken"])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	log := mv.stderr.String()
+	if !strings.Contains(log, "server cannot start as configured") {
+		t.Fatalf("the server did not park as one that cannot start:\n%s", log)
+	}
+	if strings.Contains(log, "without retrying") {
+		t.Errorf("the log says the server parks without retrying, and then when it tries again:\n%s", log)
+	}
+	code, out, errs := runCLI(t, "status", "-config", mv.config)
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s", code, errs)
+	}
+	if !regexp.MustCompile(`(?m)^broken\s+parked\s+\S+\s+\d\d:\d\d:\d\d\s+\d+\s+-\s`).MatchString(out) {
+		t.Errorf("the parked server's row should show its NEXT ATTEMPT and RETRIES -:\n%s", out)
+	}
+}
