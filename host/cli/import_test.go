@@ -120,6 +120,7 @@ func TestImportHostileSources(t *testing.T) {
 		{"key case variant", `{"mcpServers": {"a": {"command": "/bin/echo", "Command": "/tmp/evil"}}}`, `server "a": key "Command" is not "command"`},
 		{"only a case variant", `{"mcpServers": {"a": {"COMMAND": "/tmp/evil"}}}`, `server "a": key "COMMAND" is not "command"`},
 		{"top-level case variant", `{"MCPServers": {"a": {"command": "/tmp/evil"}}}`, `the key "MCPServers" is not "mcpServers"`},
+		{"bad JSON", "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}", "not a JSON MCP client configuration: line 2, column 24: invalid character '}'"},
 		{"env case variant", `{"mcpServers": {"a": {"command": "/bin/echo", "Env": {"LD_PRELOAD": "/tmp/evil.so"}}}}`, `key "Env" is not "env"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,6 +23,7 @@ See docs/security.md, "Importing other clients' configs".
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -122,7 +123,7 @@ func importCmd(args []string, stdio IO) int {
 func parseClientConfig(data []byte) ([]importedServer, []string, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
-		return nil, nil, fmt.Errorf("not a JSON MCP client configuration: %v", err)
+		return nil, nil, fmt.Errorf("not a JSON MCP client configuration: %s", jsonErrorAt(data, err))
 	}
 	raw, ok := top["mcpServers"]
 	if !ok {
@@ -361,4 +362,17 @@ func envRef(r *secretRef) hclwrite.Tokens {
 	return append(toks,
 		&hclwrite.Token{Type: hclsyntax.TokenTemplateSeqEnd, Bytes: []byte(`}`)},
 		&hclwrite.Token{Type: hclsyntax.TokenCQuote, Bytes: []byte(`"`)})
+}
+
+// jsonErrorAt is err with the line and column it happened at, when the
+// decoder says where.
+func jsonErrorAt(data []byte, err error) string {
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) || syn.Offset <= 0 || syn.Offset > int64(len(data)) {
+		return termSafeErr(err)
+	}
+	before := data[:syn.Offset-1]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - bytes.LastIndexByte(before, '\n')
+	return fmt.Sprintf("line %d, column %d: %s", line, col, termSafeErr(err))
 }
