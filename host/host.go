@@ -176,7 +176,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	sink.g = h.gateway
 
 	set := &serverSet{cfg: cfg, sups: map[string]*upstream.Supervisor{}}
-	for _, srv := range cfg.Servers {
+	for _, srv := range enabledServers(cfg) {
 		sup, err := h.newSupervisor(srv)
 		if err != nil {
 			return nil, err
@@ -267,7 +267,7 @@ func (h *Host) setRoots(roots []*mcp.Root) {
 // specsOf is how the registry exposes each server block of cfg.
 func specsOf(cfg *config.Config) []registry.ServerSpec {
 	specs := make([]registry.ServerSpec, 0, len(cfg.Servers))
-	for _, srv := range cfg.Servers {
+	for _, srv := range enabledServers(cfg) {
 		specs = append(specs, registry.ServerSpec{
 			Name: srv.Name, Prefix: srv.Prefix,
 			Include: srv.Tools.Include, Exclude: srv.Tools.Exclude,
@@ -382,12 +382,36 @@ func replicaName(configured string) string {
 // Config returns the configuration the host runs (the latest reloaded one).
 func (h *Host) Config() *config.Config { return h.servers.Load().cfg }
 
-// Status returns every server's status, in config order.
+// Status returns every server's status, in config order; a server block
+// with enabled = false is listed in state "disabled".
 func (h *Host) Status() []ServerStatus {
 	set := h.servers.Load()
-	out := make([]ServerStatus, 0, len(set.order))
-	for _, name := range set.order {
-		out = append(out, h.serverStatus(set.sups[name].Status()))
+	out := make([]ServerStatus, 0, len(set.cfg.Servers))
+	for _, srv := range set.cfg.Servers {
+		sup, ok := set.sups[srv.Name]
+		if !ok {
+			if srv.Disabled {
+				out = append(out, ServerStatus{Name: srv.Name, Transport: string(srv.Transport), State: StateDisabled, MaxRetries: srv.Reconnect.MaxRetries})
+			}
+			continue
+		}
+		out = append(out, h.serverStatus(sup.Status()))
+	}
+	return out
+}
+
+// StateDisabled is the state Status gives a server block with enabled =
+// false: validated, never started.
+const StateDisabled = "disabled"
+
+// enabledServers are the server blocks of cfg that run: all but those
+// with enabled = false.
+func enabledServers(cfg *config.Config) []*config.Server {
+	out := make([]*config.Server, 0, len(cfg.Servers))
+	for _, srv := range cfg.Servers {
+		if !srv.Disabled {
+			out = append(out, srv)
+		}
 	}
 	return out
 }
@@ -486,8 +510,14 @@ func (h *Host) backendCall(ctx context.Context, server string, p *mcp.CallToolPa
 }
 
 func (h *Host) sup(name string) (*upstream.Supervisor, error) {
-	s, ok := h.servers.Load().sups[name]
+	set := h.servers.Load()
+	s, ok := set.sups[name]
 	if !ok {
+		for _, srv := range set.cfg.Servers {
+			if srv.Name == name && srv.Disabled {
+				return nil, fmt.Errorf("%w %q: it is disabled (enabled = false in its block); set enabled = true and reload", ErrUnknownServer, name)
+			}
+		}
 		return nil, fmt.Errorf("%w %q", ErrUnknownServer, name)
 	}
 	return s, nil
@@ -637,10 +667,10 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 	var toStop []string
 	var toStart []*upstream.Supervisor
 	oldBlocks := map[string]*config.Server{}
-	for _, srv := range old.cfg.Servers {
+	for _, srv := range enabledServers(old.cfg) {
 		oldBlocks[srv.Name] = srv
 	}
-	for _, srv := range cfg.Servers {
+	for _, srv := range enabledServers(cfg) {
 		next.order = append(next.order, srv.Name)
 		if prev, ok := oldBlocks[srv.Name]; ok && sameServer(prev, srv) && srv.Name != restart {
 			next.sups[srv.Name] = old.sups[srv.Name]

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -58,10 +59,36 @@ type StatusReport struct {
 	Draining bool `json:"draining,omitempty"`
 	// Servers are the servers' states, in config order.
 	Servers []ServerStatus `json:"servers"`
+
+	// Config is the absolute path of the configuration file the host runs
+	// ("" for a Config built in Go), so `mcpvisor status` can tell the
+	// host of one config from another's on the same address.
+	Config string `json:"config,omitempty"`
+}
+
+// ExposedTool is one tool as GET /tools lists it: the exposed name, the
+// server block it comes from and its name there.
+type ExposedTool struct {
+	Name        string `json:"name"`
+	Server      string `json:"server"`
+	Original    string `json:"original"`
+	Description string `json:"description,omitempty"`
+}
+
+// configPath is the absolute path of the file cfg came from.
+func configPath(filename string) string {
+	if filename == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(filename); err == nil {
+		return abs
+	}
+	return filename
 }
 
 // Handler returns the host's HTTP handler: streamable HTTP MCP at /mcp, the
-// servers' states as JSON at /status (a StatusReport), a liveness check at
+// servers' states as JSON at /status (a StatusReport), the exposed tools
+// with their servers at /tools ([]ExposedTool), a liveness check at
 // /healthz, readiness at /readyz (a Readiness; 503 while not ready) and
 // Prometheus metrics at /metrics (unless WithMetrics(false)). Every request first passes the ingress checks — a request
 // that reached a loopback address must name a loopback Host (DNS
@@ -78,7 +105,18 @@ func (h *Host) Handler() http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
-			enc.Encode(StatusReport{Version: Version, Replica: h.replica, Draining: h.Draining(), Servers: h.Status()})
+			enc.Encode(StatusReport{Version: Version, Replica: h.replica, Draining: h.Draining(), Servers: h.Status(),
+				Config: configPath(h.servers.Load().cfg.Filename)})
+		})
+		// The exposed tools with their servers, for `mcpvisor tools`
+		// (tools/list carries no server).
+		mux.HandleFunc("GET /tools", func(w http.ResponseWriter, r *http.Request) {
+			tools := []ExposedTool{}
+			for _, t := range h.Tools() {
+				tools = append(tools, ExposedTool{Name: t.Tool.Name, Server: t.Server, Original: t.Original, Description: t.Tool.Description})
+			}
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(tools)
 		})
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "ok\n")

@@ -17,7 +17,7 @@ type ServerStatus struct {
 	Transport string `json:"transport"`
 	// State is "starting", "ready", "reconnecting", "parked",
 	// "needs_login" (an OAuth server whose tokens could not be refreshed)
-	// or "stopped".
+	// or "stopped"; "disabled" for a block with enabled = false.
 	State string `json:"state"`
 	// Since is when the server entered State.
 	Since time.Time `json:"since"`

@@ -1,12 +1,30 @@
-// Package cli is the mcpvisor command line: run, validate, tools, call,
-// status, plugins lock and version. It is a thin layer over package host
-// and package config.
+// Package cli is the mcpvisor command line, a thin layer over package host
+// and package config. Its commands:
+//
+//	run         start the host and serve the servers' tools (HTTP or stdio)
+//	validate    check a configuration file
+//	tools       list the tools the configured servers expose
+//	call        call one tool with JSON arguments
+//	status      show the server states of the running hosts of a config
+//	revive      ask a parked server to try again now
+//	restart     replace a server with a fresh process
+//	import      turn a Claude Desktop / .mcp.json / Cursor config into HCL
+//	login       log in to an OAuth server
+//	logout      forget an OAuth server's tokens
+//	plugins     plugins lock: record each plugin binary's SHA-256
+//	completion  print a bash, zsh or fish completion script
+//	version     print the version
+//	help        show the help of a command
+//
+// Every command has a synopsis, arguments, options and examples in
+// help.go: `mcpvisor help CMD` and `mcpvisor CMD -h` print them.
 package cli
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -60,33 +79,36 @@ type IO struct {
 	Stdout, Stderr io.Writer
 }
 
-const usage = `Usage: mcpvisor <command> [options]
-
-Commands:
-  run       start the host and serve the servers' tools (HTTP at /mcp, or --stdio)
-  validate  check a configuration file
-  tools     list the tools the configured servers expose
-  call      call one tool: mcpvisor call TOOL '{"arg": "value"}'
-  status    show server states from the running hosts of a config
-  revive    ask a parked server to try again now: mcpvisor revive NAME
-  restart   replace a server with a fresh process: mcpvisor restart NAME
-  import    turn a Claude Desktop / .mcp.json / Cursor config into config.hcl
-  login     log in to an OAuth server: mcpvisor login NAME
-  logout    forget an OAuth server's tokens: mcpvisor logout NAME
-  plugins   plugins lock: record each plugin binary's SHA-256 in mcpvisor.lock.hcl
-  version   print the version
-
-Run "mcpvisor <command> -h" for a command's options.
-`
-
 // Run runs the CLI with args (without the program name) and returns the
 // process exit code.
 func Run(args []string, stdio IO) int {
 	if len(args) == 0 {
-		fmt.Fprint(stdio.Stderr, usage)
+		fmt.Fprint(stdio.Stderr, usage())
 		return ExitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "help" && len(rest) > 0 {
+		if rest[0] == "help" || isHelpFlag(rest[0]) {
+			writeHelp(stdio.Stdout, "help", nil)
+			return ExitOK
+		}
+		if _, ok := commands[rest[0]]; !ok {
+			return unknownCommand(rest[0], stdio)
+		}
+		cmd, rest = rest[0], []string{"-h"}
+	}
+	if _, ok := commands[cmd]; ok && cmd != "help" && wantsHelp(rest) {
+		// The command prints its help (with its flags) where it would
+		// print a usage error; asked for, help goes to stdout and is no
+		// error.
+		dispatch(cmd, rest, IO{Stdin: stdio.Stdin, Stdout: stdio.Stdout, Stderr: stdio.Stdout})
+		return ExitOK
+	}
+	return dispatch(cmd, rest, stdio)
+}
+
+// dispatch runs the command cmd with its arguments.
+func dispatch(cmd string, rest []string, stdio IO) int {
 	switch cmd {
 	case "run":
 		return runCmd(rest, stdio)
@@ -108,23 +130,45 @@ func Run(args []string, stdio IO) int {
 		return logoutCmd(rest, stdio)
 	case "plugins":
 		return pluginsCmd(rest, stdio)
+	case "completion":
+		return completionCmd(rest, stdio)
 	case "version", "-version", "--version":
+		if wantsHelp(rest) {
+			writeHelp(stdio.Stdout, "version", nil)
+			return ExitOK
+		}
 		fmt.Fprintf(stdio.Stdout, "mcpvisor %s\n", host.Version)
 		return ExitOK
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdio.Stdout, usage)
+		fmt.Fprint(stdio.Stdout, usage())
 		return ExitOK
 	default:
-		fmt.Fprintf(stdio.Stderr, "mcpvisor: unknown command %q\n\n%s", cmd, usage)
-		return ExitUsage
+		return unknownCommand(cmd, stdio)
 	}
 }
 
+// unknownCommand says that cmd is no command, and which one was meant.
+func unknownCommand(cmd string, stdio IO) int {
+	if s := suggest(cmd, commandOrder); s != "" {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: unknown command %q; did you mean %q?\n\nRun \"mcpvisor help\" for the list of commands.\n", termSafe(cmd), s)
+		return ExitUsage
+	}
+	fmt.Fprintf(stdio.Stderr, "mcpvisor: unknown command %q\n\n%s", termSafe(cmd), usage())
+	return ExitUsage
+}
+
 func newFlags(name string, stdio IO) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stdio.Stderr)
+	fs := newBareFlags(name, stdio)
 	cfg := fs.String("config", defaultConfigFile, "configuration `file`")
 	return fs, cfg
+}
+
+// newBareFlags is the flag set of a command that reads no configuration.
+func newBareFlags(name string, stdio IO) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdio.Stderr)
+	fs.Usage = func() { writeHelp(fs.Output(), name, fs) }
+	return fs
 }
 
 // loadConfig loads the file, printing diagnostics as HCL renders them.
@@ -145,7 +189,7 @@ func newLogger(cfg *config.Config, w io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       "mcpvisor",
 		Level:      level,
-		Output:     w,
+		Output:     logWriter{w},
 		JSONFormat: cfg.Host.LogFormat == "json",
 	})
 }
@@ -202,10 +246,14 @@ func pluginsCmd(args []string, stdio IO) int {
 	case "lock":
 		return pluginsLockCmd(args[1:], stdio)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdio.Stdout, pluginsUsage)
+		writeHelp(stdio.Stdout, "plugins", nil)
 		return ExitOK
 	}
-	fmt.Fprintf(stdio.Stderr, "mcpvisor plugins: unknown command %q\n\n%s", args[0], pluginsUsage)
+	hint := ""
+	if s := suggest(args[0], []string{"lock"}); s != "" {
+		hint = fmt.Sprintf("; did you mean %q?", s)
+	}
+	fmt.Fprintf(stdio.Stderr, "mcpvisor plugins: unknown command %q%s\n\n%s", termSafe(args[0]), hint, pluginsUsage)
 	return ExitUsage
 }
 
@@ -536,12 +584,12 @@ func startOneShot(path string, stdio IO) (*host.Host, int) {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: servers still starting after %s\n", settleTimeout)
 	}
 	for _, st := range h.Status() {
-		if st.State != "ready" {
+		if st.State != "ready" && st.State != host.StateDisabled {
 			msg := st.LastError
 			if msg == "" {
 				msg = "not ready"
 			}
-			fmt.Fprintf(stdio.Stderr, "mcpvisor: server %q is %s: %s\n", st.Name, st.State, msg)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor: server %q is %s: %s\n", st.Name, termSafe(st.State), termSafe(msg))
 		}
 	}
 	return h, ExitOK
@@ -563,15 +611,22 @@ func toolsCmd(args []string, stdio IO) int {
 	if t, ok := runningHost(*path, stdio); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		defer cancel()
+		if tools, err := fetchTools(ctx, t); err == nil {
+			return printTools(stdio, tools, *asJSON)
+		} else if !errors.Is(err, errNoToolsEndpoint) {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor tools: %s\n", termSafeErr(err))
+			return ExitRuntime
+		}
+		// An older host: tools/list, which names no server.
 		cs, err := t.connect(ctx)
 		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor tools: %v\n", err)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor tools: %s\n", termSafeErr(err))
 			return ExitRuntime
 		}
 		defer cs.Close()
 		for tool, err := range cs.Tools(ctx, nil) {
 			if err != nil {
-				fmt.Fprintf(stdio.Stderr, "mcpvisor tools: listing the tools of %s: %v\n", t.name, err)
+				fmt.Fprintf(stdio.Stderr, "mcpvisor tools: listing the tools of %s: %s\n", t.name, termSafeErr(err))
 				return ExitRuntime
 			}
 			tools = append(tools, host.Tool{Tool: tool})
@@ -584,7 +639,39 @@ func toolsCmd(args []string, stdio IO) int {
 		defer closeHost(h)
 		tools = h.Tools()
 	}
-	if *asJSON {
+	return printTools(stdio, tools, *asJSON)
+}
+
+// errNoToolsEndpoint is fetchTools' error for a host without GET /tools.
+var errNoToolsEndpoint = errors.New("no /tools endpoint")
+
+// fetchTools reads the exposed tools, with their servers, from t.
+func fetchTools(ctx context.Context, t target) ([]host.Tool, error) {
+	resp, err := t.do(ctx, http.MethodGet, "/tools")
+	if err != nil {
+		return nil, fmt.Errorf("no host answering at %s: %v", t.name, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
+		return nil, errNoToolsEndpoint
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("%s answered %s%s", t.name, termSafe(resp.Status), authHint(resp.StatusCode))
+	}
+	var list []host.ExposedTool
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, fmt.Errorf("unreadable answer from %s: %v", t.name, err)
+	}
+	tools := make([]host.Tool, 0, len(list))
+	for _, e := range list {
+		tools = append(tools, host.Tool{Tool: &mcp.Tool{Name: e.Name, Description: e.Description}, Server: e.Server, Original: e.Original})
+	}
+	return tools, nil
+}
+
+// printTools prints the tools as a table or JSON.
+func printTools(stdio IO, tools []host.Tool, asJSON bool) int {
+	if asJSON {
 		type row struct {
 			Name        string `json:"name"`
 			Server      string `json:"server,omitempty"`
@@ -595,16 +682,14 @@ func toolsCmd(args []string, stdio IO) int {
 		for _, t := range tools {
 			rows = append(rows, row{t.Tool.Name, t.Server, t.Original, t.Tool.Description})
 		}
-		enc := json.NewEncoder(stdio.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rows)
+		writeJSON(stdio.Stdout, rows)
 		return ExitOK
 	}
 	tw := tabwriter.NewWriter(stdio.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tSERVER\tDESCRIPTION")
 	for _, t := range tools {
 		desc, _, _ := strings.Cut(t.Tool.Description, "\n")
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Tool.Name, t.Server, desc)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", termSafe(t.Tool.Name), termSafe(t.Server), termSafe(desc))
 	}
 	tw.Flush()
 	return ExitOK
@@ -617,16 +702,18 @@ func callCmd(args []string, stdio IO) int {
 		return ExitUsage
 	}
 	if len(pos) < 1 || len(pos) > 2 {
-		fmt.Fprintln(stdio.Stderr, `usage: mcpvisor call [-config FILE] TOOL ['{"arg": "value"}']`)
+		fmt.Fprintf(stdio.Stderr, "usage: %s\n", commands["call"].synopsis)
+		if len(pos) > 2 {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: argument 3 (%q) is one too many: put all arguments in one JSON object, quoted for the shell\n", termSafe(pos[2]))
+		}
 		return ExitUsage
 	}
 	tool := pos[0]
 	var raw json.RawMessage
 	if len(pos) == 2 {
 		raw = json.RawMessage(pos[1])
-		var obj map[string]any
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor call: arguments must be a JSON object: %v\n", err)
+		if msg := checkJSONObject(pos[1]); msg != "" {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: argument 2 (JSON arguments) must be a JSON object: %s\n", msg)
 			return ExitUsage
 		}
 	}
@@ -636,7 +723,7 @@ func callCmd(args []string, stdio IO) int {
 	if t, ok := runningHost(*path, stdio); ok {
 		cs, err := t.connect(ctx)
 		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %s\n", termSafeErr(err))
 			return ExitRuntime
 		}
 		defer cs.Close()
@@ -645,7 +732,17 @@ func callCmd(args []string, stdio IO) int {
 			args = raw
 		}
 		if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args}); err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %s\n", termSafeErr(err))
+			if strings.Contains(strings.ToLower(err.Error()), "unknown tool") {
+				var names []string
+				for t, err := range cs.Tools(ctx, nil) {
+					if err != nil {
+						break
+					}
+					names = append(names, t.Name)
+				}
+				fmt.Fprintln(stdio.Stderr, unknownToolHint(tool, names))
+			}
 			return ExitRuntime
 		}
 	} else {
@@ -655,13 +752,18 @@ func callCmd(args []string, stdio IO) int {
 		}
 		defer closeHost(h)
 		if res, err = h.CallTool(ctx, tool, raw); err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %v\n", err)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor call: %s\n", termSafeErr(err))
+			if errors.Is(err, host.ErrUnknownTool) {
+				var names []string
+				for _, t := range h.Tools() {
+					names = append(names, t.Tool.Name)
+				}
+				fmt.Fprintln(stdio.Stderr, unknownToolHint(tool, names))
+			}
 			return ExitRuntime
 		}
 	}
-	enc := json.NewEncoder(stdio.Stdout)
-	enc.SetIndent("", "  ")
-	enc.Encode(res)
+	writeJSON(stdio.Stdout, res)
 	if res.IsError {
 		return ExitRuntime
 	}
@@ -693,19 +795,15 @@ func statusCmd(args []string, stdio IO) int {
 		for _, t := range ts {
 			doc, err := fetchStatus(t)
 			if err != nil {
-				fmt.Fprintf(stdio.Stderr, "mcpvisor status: %v\n", err)
+				fmt.Fprintf(stdio.Stderr, "mcpvisor status: %s\n", termSafeErr(err))
 				code = ExitRuntime
 				continue
 			}
 			if *asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				enc.Encode(doc)
+				writeJSON(w, doc)
 				continue
 			}
-			if len(ts) > 1 {
-				fmt.Fprintf(w, "mcpvisor %s:\n", t.name)
-			}
+			fmt.Fprintf(w, "%s\n", hostHeading(t, doc))
 			printStatus(w, doc)
 		}
 		return code
@@ -773,7 +871,67 @@ func findTargets(cmd, path, addr, token string, fs *flag.FlagSet, stdio IO) ([]t
 	if len(ts) > 0 {
 		return ts, ExitOK
 	}
-	return []target{tcpTarget(cmp.Or(hb.Listen, config.DefaultListen), token)}, ExitOK
+	t := tcpTarget(cmp.Or(hb.Listen, config.DefaultListen), token)
+	if other := servesOtherConfig(t, path); other != "" {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no running host serves %s; the host at %s serves %s (pass -config %s to use it, or -addr %s to use it anyway)\n",
+			cmd, absPath(path), t.name, termSafe(other), termSafe(other), t.name)
+		return nil, ExitRuntime
+	}
+	return []target{t}, ExitOK
+}
+
+// servesOtherConfig returns the config file of the host at t when it
+// reports one that is not the file at path: several configs may use one
+// host.listen (the default), and the host found there must not be taken
+// for this config's. "" when it serves path, does not say, or does not
+// answer (the command then reports that).
+func servesOtherConfig(t target, path string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := t.do(ctx, http.MethodGet, "/status")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var doc host.StatusReport
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&doc) != nil {
+		return ""
+	}
+	if doc.Config == "" || doc.Config == absPath(path) {
+		return ""
+	}
+	// The same file under another name (a symlink, a bind mount).
+	if a, err := os.Stat(doc.Config); err == nil {
+		if b, err := os.Stat(path); err == nil && os.SameFile(a, b) {
+			return ""
+		}
+	}
+	return doc.Config
+}
+
+// absPath is path made absolute, for comparing and showing config files.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// hostHeading names the host a status table comes from: its pid or
+// address, and its config file.
+func hostHeading(t target, doc *host.StatusReport) string {
+	cfg := doc.Config
+	if cfg == "" {
+		cfg = "not reported"
+	}
+	s := fmt.Sprintf("mcpvisor %s (config %s", t.name, termSafe(cfg))
+	if doc.Replica != "" {
+		s += ", replica " + termSafe(doc.Replica)
+	}
+	if doc.Draining {
+		s += ", draining"
+	}
+	return s + "):"
 }
 
 // fetchStatus reads /status from t.
@@ -786,7 +944,7 @@ func fetchStatus(t target) (*host.StatusReport, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s%s", t.name, resp.Status, authHint(resp.StatusCode))
+		return nil, fmt.Errorf("%s answered %s%s", t.name, termSafe(resp.Status), authHint(resp.StatusCode))
 	}
 	var doc host.StatusReport
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
@@ -807,7 +965,7 @@ func authHint(status int) string {
 // running host serving the config.
 func controlCmd(action string, args []string, stdio IO) int {
 	fs, path, addr, token := newControlFlags(action, stdio)
-	name, ok := parseOneArg(fs, args, stdio, "mcpvisor "+action+" [-config FILE] [-addr HOST:PORT] [-token TOKEN] SERVER")
+	name, ok := parseOneArg(fs, args, stdio, commands[action].synopsis)
 	if !ok {
 		return ExitUsage
 	}
@@ -831,17 +989,17 @@ func controlCmd(action string, args []string, stdio IO) int {
 		cancel()
 		switch {
 		case resp.StatusCode == http.StatusUnauthorized:
-			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s answered %s%s\n", action, t.name, resp.Status, authHint(resp.StatusCode))
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s answered %s%s\n", action, t.name, termSafe(resp.Status), authHint(resp.StatusCode))
 			code = ExitRuntime
 		case derr != nil:
-			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: unreadable answer from %s (%s): %v\n", action, t.name, resp.Status, derr)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: unreadable answer from %s (%s): %s\n", action, t.name, termSafe(resp.Status), termSafeErr(derr))
 			code = ExitRuntime
 		case res.Error != "":
-			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s: %s\n", action, t.name, res.Error)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s: %s\n", action, t.name, termSafe(res.Error))
 			code = ExitRuntime
 		default:
 			st := res.Server
-			fmt.Fprintf(stdio.Stdout, "%s: %s %s: %s (generation %d)\n", t.name, name, pastTense(action), st.State, st.Generation)
+			fmt.Fprintf(stdio.Stdout, "%s: %s %s: %s (generation %d)\n", t.name, termSafe(name), pastTense(action), termSafe(st.State), st.Generation)
 		}
 	}
 	return code
@@ -868,6 +1026,10 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 		if s.Action != "" {
 			last = s.Action + ": " + last
 		}
+		since := "-"
+		if !s.Since.IsZero() {
+			since = s.Since.Local().Format(time.TimeOnly)
+		}
 		next := "-"
 		if !s.NextAttempt.IsZero() {
 			next = s.NextAttempt.Local().Format(time.TimeOnly)
@@ -877,9 +1039,9 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 		if s.CatalogTruncated {
 			tools += " (truncated)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d of %d\t%s\t%s\t%d\t%d\t%s\n", s.Name, s.State,
-			s.Since.Local().Format(time.TimeOnly), next, s.Generation, s.Retries, s.MaxRetries,
-			s.Breaker, tools, s.Calls, s.Errors, last)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", termSafe(s.Name), termSafe(s.State),
+			since, next, s.Generation, retriesColumn(s),
+			cmp.Or(termSafe(s.Breaker), "-"), tools, s.Calls, s.Errors, termSafe(last))
 	}
 	tw.Flush()
 }
@@ -896,9 +1058,18 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 			break
 		}
 	}
+	if !wantsHelp(args) {
+		// A usage error is one line and what to do, not the whole help.
+		fs.Usage = func() {}
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if hint := flagHint(fs, err); hint != "" {
+				fmt.Fprintln(fs.Output(), hint)
+			} else if !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(fs.Output(), "Run \"mcpvisor help %s\" for its arguments, options and examples.\n", strings.Fields(fs.Name())[0])
+			}
 			return nil, err
 		}
 		args = fs.Args()
@@ -920,6 +1091,14 @@ func parseOneArg(fs *flag.FlagSet, args []string, stdio IO, usage string) (strin
 		return "", false
 	}
 	if len(pos) != 1 {
+		// The synopsis ends with the argument's name (SERVER, FILE, …).
+		f := strings.Fields(usage)
+		name := f[len(f)-1]
+		if len(pos) == 0 {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: missing argument 1 (%s)\n", fs.Name(), name)
+		} else {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: argument 2 (%q) is one too many: it takes one %s\n", fs.Name(), termSafe(pos[1]), name)
+		}
 		fmt.Fprintln(stdio.Stderr, "usage: "+usage)
 		return "", false
 	}
@@ -936,4 +1115,57 @@ func parseNoArgs(fs *flag.FlagSet, args []string, stdio IO) bool {
 		return false
 	}
 	return true
+}
+
+// retriesColumn is the RETRIES cell: "1 of 5" while the server works
+// through its reconnect budget, "-" when no budget is being spent (a
+// parked server waits for NEXT ATTEMPT or a revive, whatever count made it
+// park; a disabled one never runs).
+func retriesColumn(s host.ServerStatus) string {
+	switch s.State {
+	case "parked", "disabled", "needs_login", "stopped":
+		return "-"
+	}
+	return fmt.Sprintf("%d of %d", s.Retries, s.MaxRetries)
+}
+
+// checkJSONObject says what is wrong with arg as a JSON object, with where
+// ("at byte 2") and the text around it; "" when it is one.
+func checkJSONObject(arg string) string {
+	var obj map[string]any
+	err := json.Unmarshal([]byte(arg), &obj)
+	if err == nil {
+		if obj == nil {
+			return "null is not an object; write {} for no arguments"
+		}
+		return ""
+	}
+	var offset int64 = -1
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		offset = syn.Offset
+	case errors.As(err, &typ):
+		return fmt.Sprintf("it is a JSON %s; write an object such as '{\"name\": \"value\"}'", typ.Value)
+	}
+	msg := err.Error()
+	if offset < 0 || offset > int64(len(arg)) {
+		return termSafe(msg)
+	}
+	// offset is just past the byte the decoder choked on.
+	at := max(offset-1, 0)
+	from := max(at-20, 0)
+	to := min(at+20, int64(len(arg)))
+	excerpt := termSafe(arg[from:to])
+	caret := len(termSafe(arg[from:at]))
+	return fmt.Sprintf("%s at byte %d\n  %s\n  %s^", termSafe(msg), at+1, excerpt, strings.Repeat(" ", caret))
+}
+
+// unknownToolHint says which tool a call to an unknown one probably meant.
+func unknownToolHint(tool string, known []string) string {
+	if s := suggest(tool, known); s != "" {
+		return fmt.Sprintf("mcpvisor call: did you mean %q?", s)
+	}
+	return "mcpvisor call: run `mcpvisor tools` for the tool names"
 }

@@ -20,7 +20,7 @@ const loginTimeout = 10 * time.Minute
 func loginCmd(args []string, stdio IO) int {
 	fs, path := newFlags("login", stdio)
 	noBrowser := fs.Bool("no-browser", false, "only print the URL; do not start a browser")
-	name, ok := parseOneArg(fs, args, stdio, "mcpvisor login [-config FILE] [-no-browser] NAME")
+	name, ok := parseOneArg(fs, args, stdio, commands["login"].synopsis)
 	if !ok {
 		return ExitUsage
 	}
@@ -34,7 +34,7 @@ func loginCmd(args []string, stdio IO) int {
 	defer cancel()
 
 	open := func(_ context.Context, authURL string) error {
-		fmt.Fprintf(stdio.Stderr, "Open this URL in a browser to log in to %q:\n\n  %s\n\n", name, authURL)
+		fmt.Fprintf(stdio.Stderr, "Open this URL in a browser to log in to %q:\n\n  %s\n\n", name, termSafe(authURL))
 		if !*noBrowser && startBrowser(authURL) {
 			fmt.Fprintln(stdio.Stderr, "(a browser was started)")
 		}
@@ -43,7 +43,7 @@ func loginCmd(args []string, stdio IO) int {
 	}
 	file, err := host.Login(ctx, cfg, name, host.LoginOptions{Open: open, Paste: stdio.Stdin})
 	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor login: %v\n", err)
+		fmt.Fprintf(stdio.Stderr, "mcpvisor login: %s\n", termSafeErr(err))
 		return ExitRuntime
 	}
 	fmt.Fprintf(stdio.Stdout, "logged in to %q; tokens stored in %s (a running host picks them up within seconds)\n", name, file)
@@ -52,7 +52,7 @@ func loginCmd(args []string, stdio IO) int {
 
 func logoutCmd(args []string, stdio IO) int {
 	fs, path := newFlags("logout", stdio)
-	name, ok := parseOneArg(fs, args, stdio, "mcpvisor logout [-config FILE] NAME")
+	name, ok := parseOneArg(fs, args, stdio, commands["logout"].synopsis)
 	if !ok {
 		return ExitUsage
 	}
@@ -62,7 +62,7 @@ func logoutCmd(args []string, stdio IO) int {
 	}
 	file, existed, err := host.Logout(cfg, name, "")
 	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor logout: %v\n", err)
+		fmt.Fprintf(stdio.Stderr, "mcpvisor logout: %s\n", termSafeErr(err))
 		return ExitRuntime
 	}
 	if !existed {

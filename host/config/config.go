@@ -223,6 +223,11 @@ type Server struct {
 	// this server is not ready.
 	Required bool
 
+	// Disabled is set by `enabled = false`: the block is validated but its
+	// server is not started, and its tools are not listed; status shows it
+	// as "disabled". The zero value (a Config built in Go) is enabled.
+	Disabled bool
+
 	// Tools filters which upstream tools are exposed.
 	Tools Filter
 

@@ -333,6 +333,9 @@ func (d *decoder) server(rs *serverSchema) *Server {
 	if v, ok := d.boolean(rs.Required, "required"); ok {
 		s.Required = v
 	}
+	if v, ok := d.boolean(rs.Enabled, "enabled"); ok {
+		s.Disabled = !v
+	}
 
 	if t := rs.Tools; t != nil {
 		if v, ok := d.strList(t.Include, "include"); ok {

@@ -91,6 +91,10 @@ type serverSchema struct {
 	ProtocolVersion hcl.Expression `hcl:"protocol_version,optional"`
 	Required        hcl.Expression `hcl:"required,optional"`
 
+	// enabled = false keeps the block without running it (mcpvisor import
+	// writes it for a client's "disabled": true).
+	Enabled hcl.Expression `hcl:"enabled,optional"`
+
 	Tools     *toolsSchema     `hcl:"tools,block"`
 	Reconnect *reconnectSchema `hcl:"reconnect,block"`
 	Breaker   *breakerSchema   `hcl:"breaker,block"`

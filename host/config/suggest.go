@@ -94,7 +94,7 @@ var homes = map[string]string{
 	"url": "a server block", "headers": "a server block", "transport": "a server block",
 	"timeout": "a server block", "connect_timeout": "a server block", "prefix": "a server block",
 	"protocol_version": "a server block", "tools": "a server block", "reconnect": "a server block",
-	"breaker": "a server block", "plugin": "a server block", "required": "a server block",
+	"breaker": "a server block", "plugin": "a server block", "required": "a server block", "enabled": "a server block",
 	"audit": "the host block", "replica": "the host block", "drain": "the host block",
 	"include_arguments": "the host block's audit block",
 	"include":           "a server's tools block", "exclude": "a server's tools block",
