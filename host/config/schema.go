@@ -86,6 +86,9 @@ type serverSchema struct {
 	Reconnect *reconnectSchema `hcl:"reconnect,block"`
 	Breaker   *breakerSchema   `hcl:"breaker,block"`
 
+	// Requests from the server to downstream clients (docs/security.md).
+	MaxPendingRequests hcl.Expression `hcl:"max_pending_requests,optional"`
+
 	DefRange hcl.Range `hcl:",def_range"`
 }
 

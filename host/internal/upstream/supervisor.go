@@ -286,6 +286,10 @@ type Supervisor struct {
 	flightSeq uint64
 	flights   map[uint64]*inflight
 	byToken   map[string]*inflight
+	// requestsToClients counts the upstream's requests to downstream
+	// clients (sampling, elicitation, roots) being handled, for
+	// max_pending_requests (downstream.go).
+	requestsToClients atomic.Int64
 	// relayed is set once a link relays progress and log notifications
 	// itself; the SDK's handlers then leave them alone.
 	relayed atomic.Bool
@@ -347,6 +351,9 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		ElicitationHandler:          s.onElicit,
 	})
 	s.client.AddReceivingMiddleware(s.rootsMiddleware)
+	// Added last, so it runs first: a request past the cap is declined
+	// before anything else happens for it.
+	s.client.AddReceivingMiddleware(s.boundRequestsToClients)
 	return s
 }
 
