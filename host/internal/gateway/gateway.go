@@ -126,6 +126,8 @@ type Gateway struct {
 	forwarded atomic.Uint64 // tools/call requests that skipped the SDK server
 
 	inputs inputBridge // calls of 2026-07-28 clients waiting for their answers
+
+	sessionUses sessionUses // the HTTP sessions' requests, for AdmitSession
 }
 
 // unsubscribeTimeout bounds the upstream unsubscribe made on behalf of a

@@ -24,15 +24,14 @@ attention until it is answered (docs/security.md, "Requests from servers to
 clients"): at most max_pending_requests wait at once, the next is declined
 at once; each waits at most until its call's deadline (serverRequestTimeout
 when the call has none); and none reaches a client that did not declare
-the capability it needs in its initialize request: the upstream gets a
-method-not-found error instead.
+the capability it needs in its initialize request: the upstream gets an
+invalid-request error saying so instead.
 
 Notifications are sent with the downstream request's own context, so over
 streamable HTTP they travel on that request's response stream.
 */
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,8 +40,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcpvisor/mcpvisor/host/config"
 )
 
 // Downstream is the client whose request caused an upstream operation. It
@@ -63,6 +60,11 @@ type Downstream interface {
 // ErrNoDownstream is returned to an upstream that sends a server-to-client
 // request while no downstream request of its is in flight.
 var ErrNoDownstream = errors.New("no downstream client request is in flight to route this to; declined by mcpvisor")
+
+// declinedLogEvery is how often a request declined for
+// max_pending_requests is logged: a server asking in a loop must not flood
+// the log either.
+const declinedLogEvery = 10000
 
 // serverRequestTimeout bounds a request of the upstream's to a downstream
 // client made during a call that has no deadline of its own.
@@ -226,7 +228,9 @@ func (s *Supervisor) clientFor(ctx context.Context, method string) (f *inflight,
 	}
 	if capability := neededCapability(method); !declares(f.d.InitializeParams(), capability) {
 		s.logger.Debug("request to a client without the capability declined", "method", method, "capability", capability)
-		return nil, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf(
+		// Not CodeMethodNotFound: the go-sdk answers that code with its own
+		// message, and the server would not learn why.
+		return nil, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
 			"%s: the client of this call did not declare the %s capability, so mcpvisor does not send it this request; declined",
 			method, capability)}
 	}
@@ -274,23 +278,39 @@ func declares(ip *mcp.InitializeParams, capability string) bool {
 // boundRequestsToClients declines a request of the upstream's to a client
 // (sampling, elicitation, roots) at once while max_pending_requests of them
 // are waiting already: an upstream that asks in a loop cannot pile up
-// goroutines and memory in mcpvisor, or requests at a client.
+// goroutines and memory in mcpvisor, or requests at a client. (A process
+// link sheds such a burst before the SDK even starts a goroutine for each
+// request: processConn.Read.)
 func (s *Supervisor) boundRequestsToClients(next mcp.MethodHandler) mcp.MethodHandler {
-	limit := int64(cmp.Or(s.cfg.MaxPendingRequests, config.DefaultMaxPendingRequests))
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if neededCapability(method) == "" {
 			return next(ctx, method, req)
 		}
-		if s.requestsToClients.Add(1) > limit {
+		if s.requestsToClients.Add(1) > s.maxPending {
 			s.requestsToClients.Add(-1)
-			s.logger.Debug("request to a client declined: too many pending", "method", method, "max_pending_requests", limit)
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-				"%s: server %q already has %d requests waiting on clients, the most mcpvisor allows (max_pending_requests); declined, wait for their answers before asking more",
-				method, s.name, limit)}
+			return nil, s.tooManyPending(method)
 		}
 		defer s.requestsToClients.Add(-1)
 		return next(ctx, method, req)
 	}
+}
+
+// atPendingCap reports whether a request of the upstream's for method
+// would be declined for max_pending_requests.
+func (s *Supervisor) atPendingCap(method string) bool {
+	return neededCapability(method) != "" && s.requestsToClients.Load() >= s.maxPending
+}
+
+// tooManyPending is the error a request past max_pending_requests gets. The
+// first and every declinedLogEvery-th are logged, not each of a flood.
+func (s *Supervisor) tooManyPending(method string) *jsonrpc.Error {
+	if n := s.declinedRequests.Add(1); n == 1 || n%declinedLogEvery == 0 {
+		s.logger.Warn("server's request to a client declined: too many pending",
+			"method", method, "max_pending_requests", s.maxPending, "declined_so_far", n)
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+		"%s: server %q already has %d requests waiting on clients, the most mcpvisor allows (max_pending_requests); declined, wait for their answers before asking more",
+		method, s.name, s.maxPending)}
 }
 
 func (s *Supervisor) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
