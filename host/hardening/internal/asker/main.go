@@ -9,8 +9,9 @@
 //     answer or an error, with a JSON report (floodReport). While they run,
 //     the report so far is written every 20 ms to the file named by
 //     $ASKER_STATUS, when set, so a test can watch it.
-//   - "hold": answers "released" once the file named by $ASKER_RELEASE
-//     exists, or fails when the call is cancelled.
+//   - "hold": creates $ASKER_RELEASE.held, then answers "released" once
+//     the file named by $ASKER_RELEASE exists, or fails when the call is
+//     cancelled.
 package main
 
 import (
@@ -54,6 +55,7 @@ func main() {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "hold", Description: "Answers once $ASKER_RELEASE exists."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			os.WriteFile(os.Getenv("ASKER_RELEASE")+".held", nil, 0o600)
 			for {
 				if _, err := os.Stat(os.Getenv("ASKER_RELEASE")); err == nil {
 					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
