@@ -37,9 +37,14 @@ var askerOnce struct {
 }
 
 // askerBlock builds the hostile server (host/hardening/internal/asker) once
-// and returns a server block "asker" running it with env (KEY = "value"
-// lines).
+// and returns a server block "asker" running it with env.
 func askerBlock(t *testing.T, env map[string]string) string {
+	t.Helper()
+	return askerBlockWith(t, env, "")
+}
+
+// askerBlockWith is askerBlock with extra server attributes (lines).
+func askerBlockWith(t *testing.T, env map[string]string, attrs string) string {
 	t.Helper()
 	askerOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "asker")
@@ -57,7 +62,7 @@ func askerBlock(t *testing.T, env map[string]string) string {
 	for k, v := range env {
 		envHCL += fmt.Sprintf("%s = %s, ", k, hclString(v))
 	}
-	return fmt.Sprintf("server \"asker\" {\n  command = %s\n  env = { %s }\n}\n", hclString(askerOnce.path), envHCL)
+	return fmt.Sprintf("server \"asker\" {\n  command = %s\n  env = { %s }\n%s}\n", hclString(askerOnce.path), envHCL, attrs)
 }
 
 // floodReport is the asker's report of a flood (its "flood" tool).
@@ -112,11 +117,25 @@ func connectWith(t *testing.T, mv *mcpvisor, opts *mcp.ClientOptions, middleware
 
 // Regression (#23, 3): a server that sends sampling requests in a loop
 // during a call gets at most max_pending_requests of them to the client at
-// once; every one past the cap is declined at once with an error naming
-// max_pending_requests, and mcpvisor's memory stays bounded.
+// once (the default, and a configured one); every one past the cap is
+// declined at once with an error naming max_pending_requests, and
+// mcpvisor's memory stays bounded.
 func TestSamplingFloodIsBoundedPerServer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		attrs string
+		cap   int
+	}{
+		{"default", "", defaultMaxPending},
+		{"configured", "  max_pending_requests = 5\n", 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testSamplingFlood(t, tc.attrs, tc.cap) })
+	}
+}
+
+func testSamplingFlood(t *testing.T, attrs string, maxPending int) {
 	status := filepath.Join(t.TempDir(), "status.json")
-	mv := startMcpvisor(t, askerBlock(t, map[string]string{"ASKER_STATUS": status}))
+	mv := startMcpvisor(t, askerBlockWith(t, map[string]string{"ASKER_STATUS": status}, attrs))
 
 	release := make(chan struct{})
 	var releaseOnce sync.Once
@@ -158,11 +177,11 @@ func TestSamplingFloodIsBoundedPerServer(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	var rep floodReport
 	for {
-		if m := most.Load(); m > defaultMaxPending {
-			t.Fatalf("the client had %d sampling requests of one server at once, want at most max_pending_requests = %d", m, defaultMaxPending)
+		if m := most.Load(); m > int64(maxPending) {
+			t.Fatalf("the client had %d sampling requests of one server at once, want at most max_pending_requests = %d", m, maxPending)
 		}
 		if b, err := os.ReadFile(status); err == nil && json.Unmarshal(b, &rep) == nil &&
-			rep.CapDeclined+rep.Other+rep.CapabilityDeclined >= floodRequests-defaultMaxPending {
+			rep.CapDeclined+rep.Other+rep.CapabilityDeclined >= floodRequests-maxPending {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -186,11 +205,11 @@ func TestSamplingFloodIsBoundedPerServer(t *testing.T) {
 	rep = out.rep
 	t.Logf("report %+v; the client saw %d requests, at most %d at once; RSS %d MB before, peak %d MB",
 		rep, seen.Load(), most.Load(), before>>10, peakKB>>10)
-	if m := most.Load(); m > defaultMaxPending || m == 0 {
-		t.Errorf("the client had at most %d sampling requests at once, want 1 to %d", m, defaultMaxPending)
+	if m := most.Load(); m > int64(maxPending) || m == 0 {
+		t.Errorf("the client had at most %d sampling requests at once, want 1 to %d", m, maxPending)
 	}
-	if rep.Answered != int(seen.Load()) || rep.Answered > defaultMaxPending {
-		t.Errorf("the server got %d answers and the client saw %d requests; want the same, at most %d", rep.Answered, seen.Load(), defaultMaxPending)
+	if rep.Answered != int(seen.Load()) || rep.Answered > maxPending {
+		t.Errorf("the server got %d answers and the client saw %d requests; want the same, at most %d", rep.Answered, seen.Load(), maxPending)
 	}
 	if rep.CapDeclined != floodRequests-rep.Answered || rep.Other != 0 || rep.CapabilityDeclined != 0 {
 		t.Errorf("past the cap: %d declined naming max_pending_requests, %d other errors (first: %q); want all %d past it declined",
