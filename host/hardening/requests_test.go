@@ -97,6 +97,12 @@ func flood(ctx context.Context, cs *mcp.ClientSession, method string, n int) (fl
 // closed when the test ends.
 func connectWith(t *testing.T, mv *mcpvisor, opts *mcp.ClientOptions, middleware ...mcp.Middleware) *mcp.ClientSession {
 	t.Helper()
+	return connectVersion(t, mv, sessionProtocol, opts, middleware...)
+}
+
+// connectVersion is connectWith speaking protocol version.
+func connectVersion(t *testing.T, mv *mcpvisor, version string, opts *mcp.ClientOptions, middleware ...mcp.Middleware) *mcp.ClientSession {
+	t.Helper()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
 	client := mcp.NewClient(&mcp.Implementation{Name: "hardening-test", Version: "1"}, opts)
@@ -107,7 +113,7 @@ func connectWith(t *testing.T, mv *mcpvisor, opts *mcp.ClientOptions, middleware
 		Endpoint:   "http://" + mv.addr + "/mcp",
 		HTTPClient: &http.Client{Transport: tr},
 		MaxRetries: -1,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol})
+	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connecting to mcpvisor's /mcp: %v", err)
 	}
@@ -221,9 +227,17 @@ func testSamplingFlood(t *testing.T, attrs string, maxPending int) {
 }
 
 // Regression (#23, 3): a server's sampling, roots and elicitation requests
-// never reach a client that did not declare the capability; the server gets
-// an error saying so.
+// never reach a client that did not declare the capability, whether it
+// gets them as requests (session-based versions) or as input requests of
+// an input_required result (2026-07-28); the server gets an error saying
+// so.
 func TestRequestsNeverReachAClientWithoutTheCapability(t *testing.T) {
+	for _, version := range []string{sessionProtocol, "2026-07-28"} {
+		t.Run(version, func(t *testing.T) { testRequestsWithoutCapability(t, version) })
+	}
+}
+
+func testRequestsWithoutCapability(t *testing.T, version string) {
 	mv := startMcpvisor(t, askerBlock(t, nil))
 	var received sync.Map // method → *atomic.Int64
 	count := func(next mcp.MethodHandler) mcp.MethodHandler {
@@ -238,7 +252,7 @@ func TestRequestsNeverReachAClientWithoutTheCapability(t *testing.T) {
 	}
 	// Capabilities set and empty: no roots (the go-sdk's default), no
 	// sampling or elicitation (no handlers).
-	cs := connectWith(t, mv, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}, count)
+	cs := connectVersion(t, mv, version, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}, count)
 	waitTool(t, cs, "asker__flood")
 	for _, method := range []string{"sampling", "roots", "elicitation"} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
