@@ -183,9 +183,14 @@ func (g *Gateway) AdmitSession(limit int) bool {
 	u.mu.Unlock()
 	g.logger.Info("idle downstream session closed to make room for a new one (max_sessions)",
 		"max_sessions", limit, "idle_for", time.Since(lruAt).Round(time.Second))
-	lru.Close()
-	u.mu.Lock()
-	u.closing--
-	u.mu.Unlock()
+	// Closed off the newcomer's request: Close waits for the session's
+	// handlers, and one may still run for a request whose POST has gone
+	// (its client disconnected mid-call).
+	go func() {
+		lru.Close()
+		u.mu.Lock()
+		u.closing--
+		u.mu.Unlock()
+	}()
 	return true
 }
