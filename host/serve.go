@@ -311,18 +311,19 @@ func (h *Host) reviveAndWait(ctx context.Context, name string) error {
 	}
 }
 
-// sessionCap refuses a request that would open a session past the host
-// block's max_sessions with 503: one client opening sessions in a loop
-// cannot take the memory the others need.
+// sessionCap holds the sessions open to the host block's max_sessions: one
+// client opening sessions in a loop cannot take the memory the others need.
+// A request that would open one more closes the session idle the longest
+// (gateway.AdmitSession); when every session is busy it gets 503.
 func (h *Host) sessionCap(next http.Handler) http.Handler {
 	max := cmp.Or(h.servers.Load().cfg.Host.MaxSessions, config.DefaultMaxSessions)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		opens := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" &&
 			r.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion
-		if opens && h.gateway.Sessions() >= max {
-			h.logger.Warn("http request refused: too many sessions open", "max_sessions", max, "remote", r.RemoteAddr)
+		if opens && !h.gateway.AdmitSession(max) {
+			h.logger.Warn("http request refused: every session is busy", "max_sessions", max, "remote", r.RemoteAddr)
 			w.Header().Set("Retry-After", "10")
-			http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are open, the most this host allows (max_sessions); close idle clients' sessions or raise max_sessions", max), http.StatusServiceUnavailable)
+			http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are open, the most this host allows (max_sessions), and every one has a request in flight or a stream open; retry later or raise max_sessions", max), http.StatusServiceUnavailable)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -191,37 +191,106 @@ func TestMiddlewareSeesToolCalls(t *testing.T) {
 	}
 }
 
-// Sessions a client abandons (initialize, then never a DELETE) are closed
-// after session_idle_timeout, and past max_sessions a new session is
-// refused with 503 and a message saying why; once the idle ones are gone,
-// new sessions are welcome again.
+// Past max_sessions a newcomer takes the place of the session idle the
+// longest, which is closed (404 from then on); when every session is busy
+// (here each has its GET stream open) a newcomer is refused with 503 and a
+// message saying why. Sessions a client abandons (initialize, then never a
+// DELETE) are closed after session_idle_timeout.
 func TestSessionsAreCappedAndReaped(t *testing.T) {
-	_, srv := servedHost(t, fmt.Sprintf("host {\n  max_sessions = 3\n  session_idle_timeout = \"1s\"\n}\nserver \"echo\" {\n  command = %q\n}\n", bins["echo"]))
-	initialize := func() (int, string) {
-		t.Helper()
-		return request(t, srv, http.MethodPost, "/mcp", nil)
+	echo := fmt.Sprintf("server \"echo\" {\n  command = %q\n}\n", bins["echo"])
+	_, srv := servedHost(t, "host {\n  max_sessions = 3\n  session_idle_timeout = \"10m\"\n}\n"+echo)
+	var ids []string
+	for i := range 4 {
+		id, code := openSession(t, srv)
+		if id == "" {
+			t.Fatalf("session %d: status %d", i+1, code)
+		}
+		ids = append(ids, id)
 	}
-	for i := range 3 {
-		if got, body := initialize(); got != http.StatusOK {
-			t.Fatalf("session %d: status %d (%s)", i+1, got, body)
+	// It is closed in the background.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := inSession(t, srv, http.MethodPost, ids[0], nil)
+		if got == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session idle the longest still answers %d 30s after a newcomer past max_sessions, want 404", got)
 		}
 	}
-	got, body := initialize()
+	// Every session busy: a newcomer is refused.
+	for _, id := range ids[1:] {
+		resp := inSession(t, srv, http.MethodGet, id, t.Context())
+		if resp != http.StatusOK {
+			t.Fatalf("GET stream of session %s: status %d", id, resp)
+		}
+	}
+	got, body := request(t, srv, http.MethodPost, "/mcp", nil)
 	if got != http.StatusServiceUnavailable || !strings.Contains(body, "max_sessions") {
-		t.Fatalf("a session past max_sessions: status %d (%s), want 503 naming max_sessions", got, strings.TrimSpace(body))
+		t.Fatalf("a session past max_sessions with every session busy: status %d (%s), want 503 naming max_sessions", got, strings.TrimSpace(body))
 	}
 	// A stateless (2026-07-28) request opens no session: it is served.
 	if got, body := request(t, srv, http.MethodPost, "/mcp", map[string]string{"Mcp-Protocol-Version": "2026-07-28"}); got == http.StatusServiceUnavailable {
 		t.Errorf("a stateless request was refused for the session cap: %s", body)
 	}
+
+	h, srv := servedHost(t, "host {\n  max_sessions = 3\n  session_idle_timeout = \"1s\"\n}\n"+echo)
+	if id, code := openSession(t, srv); id == "" {
+		t.Fatalf("session: status %d", code)
+	}
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if got, _ := initialize(); got == http.StatusOK {
-			break
-		}
+	for h.Sessions() > 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("abandoned sessions were never closed: new sessions are still refused")
+			t.Fatal("an abandoned session was not closed within 30s of its idle timeout of 1s")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// openSession sends an initialize to srv and returns the new session's id
+// (empty when refused) and the status.
+func openSession(t *testing.T, srv *httptest.Server) (string, int) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", resp.StatusCode
+	}
+	return resp.Header.Get("Mcp-Session-Id"), resp.StatusCode
+}
+
+// inSession sends a ping (POST) or opens the GET stream of session id and
+// returns the status. A GET stream stays open until stream ends.
+func inSession(t *testing.T, srv *httptest.Server, method, id string, stream context.Context) int {
+	t.Helper()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	}
+	ctx := context.Background()
+	if stream != nil {
+		ctx = stream
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, srv.URL+"/mcp", body)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stream == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	} else {
+		context.AfterFunc(stream, func() { resp.Body.Close() })
+	}
+	return resp.StatusCode
 }

@@ -58,6 +58,10 @@ const (
 	// DefaultMaxSessions bounds the downstream HTTP sessions open at once.
 	DefaultMaxSessions = 10000
 
+	// DefaultMaxPendingRequests bounds the sampling, elicitation and roots
+	// requests one server may have waiting on downstream clients at once.
+	DefaultMaxPendingRequests = 16
+
 	// DefaultDrain is how long `mcpvisor run` keeps serving after SIGTERM
 	// with /readyz answering 503: long enough for a load balancer checking
 	// readiness every second or two to take the replica out of rotation.
@@ -239,6 +243,11 @@ type Server struct {
 
 	// Catalog bounds what the server's list operations may hold.
 	Catalog Catalog
+	// MaxPendingRequests bounds the sampling, elicitation and roots
+	// requests this server may have waiting on downstream clients at once;
+	// past it the server's request is declined at once. Zero means
+	// DefaultMaxPendingRequests.
+	MaxPendingRequests int
 
 	// DeclRange is where the block was declared, for errors that point back
 	// into the file. Zero when built in Go.

@@ -272,6 +272,11 @@ server "fs" {
   }
 }
 `, `healthy_after in server "fs" is 0s`},
+	{"max_pending_requests_zero", `server "fs" {
+  command = "npx"
+  max_pending_requests = 0
+}
+`, `max_pending_requests in server "fs" is 0; it must be 1 or more`},
 	{"max_sessions_zero", `host {
   max_sessions = 0
 }

@@ -337,6 +337,11 @@ func (d *decoder) server(rs *serverSchema) *Server {
 		s.Disabled = !v
 	}
 
+	if v, ok := d.integer(rs.MaxPendingRequests, "max_pending_requests"); ok {
+		s.MaxPendingRequests = v
+		at("max_pending_requests", rs.MaxPendingRequests)
+	}
+
 	if t := rs.Tools; t != nil {
 		if v, ok := d.strList(t.Include, "include"); ok {
 			s.Tools.Include = v

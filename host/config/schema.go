@@ -101,6 +101,8 @@ type serverSchema struct {
 
 	// Catalog bounds what the server's list operations may hold.
 	Catalog *catalogSchema `hcl:"catalog,block"`
+	// Requests from the server to downstream clients (docs/security.md).
+	MaxPendingRequests hcl.Expression `hcl:"max_pending_requests,optional"`
 
 	DefRange hcl.Range `hcl:",def_range"`
 }

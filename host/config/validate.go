@@ -315,6 +315,17 @@ func (k *checker) server(s *Server) {
 	k.positive(s, "timeout", name, s.Timeout)
 	k.positive(s, "connect_timeout", name, s.ConnectTimeout)
 
+	// Zero in a Config built in Go means the default; in a file it was
+	// written.
+	written := false
+	if k.src != nil {
+		_, written = k.src.servers[s]["max_pending_requests"]
+	}
+	if s.MaxPendingRequests < 0 || (s.MaxPendingRequests == 0 && written) {
+		k.errorf(k.at(s, "max_pending_requests"), "Invalid max_pending_requests",
+			"max_pending_requests in %s is %d; it must be 1 or more, such as the default %d.", name, s.MaxPendingRequests, DefaultMaxPendingRequests)
+	}
+
 	if s.ProtocolVersion != "" && !slices.Contains(ProtocolVersions(), s.ProtocolVersion) {
 		k.errorf(k.at(s, "protocol_version"), "Unsupported protocol version",
 			"protocol_version in %s is %q; use one of %s, or remove it to use the newest.", name, s.ProtocolVersion, quoteList(ProtocolVersions()))

@@ -18,7 +18,8 @@ const statelessProtocolVersion = "2026-07-28"
 // version header, rejects a non-loopback Host header on a loopback listener
 // (DNS rebinding) and answers an unknown session id with 404. Clients
 // speaking 2026-07-28 or later are served statelessly, older ones with
-// sessions; a session idle for Options.SessionTimeout is closed.
+// sessions; a session idle for Options.SessionTimeout is closed, and the
+// one idle the longest makes room for a new one at the cap (AdmitSession).
 func (g *Gateway) HTTPHandler() http.Handler {
 	g.httpOnce.Do(func() {
 		getServer := func(*http.Request) *mcp.Server { return g.server }
@@ -27,6 +28,7 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			Logger:         logger,
 			SessionTimeout: g.opts.SessionTimeout,
 		})
+		tracked := g.trackSessions(stateful)
 		// A 2026-07-28 request is its POST: when the client goes away the
 		// request is over, and the upstream call made for it is cancelled
 		// (a notifications/cancelled would reach no session).
@@ -40,7 +42,7 @@ func (g *Gateway) HTTPHandler() http.Handler {
 				stateless.ServeHTTP(w, r)
 				return
 			}
-			stateful.ServeHTTP(w, r)
+			tracked.ServeHTTP(w, r)
 		})
 	})
 	return g.httpHandler

@@ -90,6 +90,10 @@ type bridgedCall struct {
 	res  mcp.Result     // the upstream call's outcome, set before done closes
 	err  error
 
+	// declared is what the client declared with the request that started
+	// the call; set before the upstream call starts, read-only after.
+	declared *mcp.InitializeParams
+
 	mu    sync.Mutex
 	round *mcp.ServerSession // the session of the request now waiting, nil between rounds
 	rctx  context.Context    // that request's context
@@ -324,6 +328,11 @@ func (c *bridgedCall) NotifyProgress(_ context.Context, p *mcp.ProgressNotificat
 	return ss.NotifyProgress(ctx, &out)
 }
 
+// InitializeParams is what the client declared with the request that
+// started the call: its capabilities decide which of the upstream's requests
+// may become input requests.
+func (c *bridgedCall) InitializeParams() *mcp.InitializeParams { return c.declared }
+
 func (c *bridgedCall) Log(_ context.Context, p *mcp.LoggingMessageParams) error {
 	ss, ctx, _ := c.current()
 	if ss == nil {
@@ -374,18 +383,23 @@ func askFor[R mcp.InputResponse](ctx context.Context, c *bridgedCall, method str
 }
 
 // bridged runs one round of a 2026-07-28 client's request through the
-// input bridge. state and answers point at the request's requestState and
+// input bridge. caps are the capabilities the request declared (in its
+// _meta); the upstream's requests the client did not declare never become
+// input requests. state and answers point at the request's requestState and
 // inputResponses, which are the bridge's, not the upstream's: they are
 // taken out of the params. call is the upstream request, inputRequired
 // makes the result that asks the client for input.
-func bridged[R mcp.Result](g *Gateway, ctx context.Context, ss *mcp.ServerSession, state *string, answers *mcp.InputResponseMap, token any,
+func bridged[R mcp.Result](g *Gateway, ctx context.Context, ss *mcp.ServerSession, caps *mcp.ClientCapabilities, state *string, answers *mcp.InputResponseMap, token any,
 	call func(context.Context, upstream.Downstream) (R, error),
 	inputRequired func(asks mcp.InputRequestMap, state string) R,
 ) (R, error) {
 	st, ans := *state, *answers
 	*state, *answers = "", nil
 	res, asks, newState, err := g.inputs.run(ctx, ss, st, ans, token,
-		func(ctx context.Context, d *bridgedCall) (mcp.Result, error) { return call(ctx, d) })
+		func(ctx context.Context, d *bridgedCall) (mcp.Result, error) {
+			d.declared = &mcp.InitializeParams{Capabilities: caps}
+			return call(ctx, d)
+		})
 	if err != nil || asks != nil {
 		return inputRequired(asks, newState), err
 	}

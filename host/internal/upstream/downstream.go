@@ -18,6 +18,15 @@ supervisor records every in-flight call that has one:
     them to every session, each filtering by its own level) and requests are
     declined with an error that says why.
 
+Requests to clients (sampling, elicitation, roots) are bounded, because the
+upstream is untrusted and each one holds a goroutine and the client's
+attention until it is answered (docs/security.md, "Requests from servers to
+clients"): at most max_pending_requests wait at once, the next is declined
+at once; each waits at most until its call's deadline (serverRequestTimeout
+when the call has none); and none reaches a client that did not declare
+the capability it needs in its initialize request: the upstream gets an
+invalid-request error saying so instead.
+
 Notifications are sent with the downstream request's own context, so over
 streamable HTTP they travel on that request's response stream.
 */
@@ -27,6 +36,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,6 +46,10 @@ import (
 // receives what the upstream sends back for that request. *mcp.ServerSession
 // implements it.
 type Downstream interface {
+	// InitializeParams is what the client declared: a request of the
+	// upstream's reaches it only when its capabilities include the
+	// feature (sampling, elicitation, roots). Nil declares nothing.
+	InitializeParams() *mcp.InitializeParams
 	NotifyProgress(ctx context.Context, params *mcp.ProgressNotificationParams) error
 	Log(ctx context.Context, params *mcp.LoggingMessageParams) error
 	CreateMessage(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
@@ -47,10 +61,22 @@ type Downstream interface {
 // request while no downstream request of its is in flight.
 var ErrNoDownstream = errors.New("no downstream client request is in flight to route this to; declined by mcpvisor")
 
+// declinedLogEvery is how often a request declined for
+// max_pending_requests is logged: a server asking in a loop must not flood
+// the log either.
+const declinedLogEvery = 10000
+
+// serverRequestTimeout bounds a request of the upstream's to a downstream
+// client made during a call that has no deadline of its own.
+const serverRequestTimeout = 60 * time.Second
+
 // inflight is one upstream call made on behalf of a downstream client.
 type inflight struct {
 	d   Downstream
 	ctx context.Context // the downstream request's context
+	// deadline is when the call times out (the server's timeout); zero
+	// when it has none.
+	deadline time.Time
 	// token is the downstream's progress token, upKey the JSON of the
 	// token sent upstream (the same unless it collided).
 	token any
@@ -66,6 +92,9 @@ func (s *Supervisor) track(ctx context.Context, d Downstream, tok any) (upTok an
 		return tok, false, func() {}
 	}
 	f := &inflight{d: d, ctx: ctx, token: tok}
+	if s.cfg.Timeout > 0 {
+		f.deadline = time.Now().Add(s.cfg.Timeout)
+	}
 	s.flightMu.Lock()
 	s.flightSeq++
 	id := s.flightSeq
@@ -163,19 +192,125 @@ func (s *Supervisor) forwardLog(p *mcp.LoggingMessageParams) {
 }
 
 func (s *Supervisor) onCreateMessage(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-	f := s.latestFlight()
+	f, fctx, done, err := s.clientFor(ctx, "sampling/createMessage")
+	if err != nil {
+		return nil, err
+	}
 	if f == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "sampling/createMessage: " + ErrNoDownstream.Error()}
 	}
-	return f.d.CreateMessage(f.ctx, req.Params)
+	defer done()
+	return f.d.CreateMessage(fctx, req.Params)
 }
 
 func (s *Supervisor) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	f := s.latestFlight()
+	f, fctx, done, err := s.clientFor(ctx, "elicitation/create")
+	if err != nil {
+		return nil, err
+	}
 	if f == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "elicitation/create: " + ErrNoDownstream.Error()}
 	}
-	return f.d.Elicit(f.ctx, req.Params)
+	defer done()
+	return f.d.Elicit(fctx, req.Params)
+}
+
+// clientFor picks the downstream client a request of the upstream's goes
+// to: the most recent in-flight call's (nil when no call is in flight). It
+// refuses a client that did not declare the capability method needs. The
+// returned context is the call's, ending at the call's deadline (or after
+// serverRequestTimeout when it has none) or when the upstream cancels its
+// request (ctx); done releases it.
+func (s *Supervisor) clientFor(ctx context.Context, method string) (f *inflight, fctx context.Context, done func(), err error) {
+	f = s.latestFlight()
+	if f == nil {
+		return nil, nil, nil, nil
+	}
+	if capability := neededCapability(method); !declares(f.d.InitializeParams(), capability) {
+		s.logger.Debug("request to a client without the capability declined", "method", method, "capability", capability)
+		// Not CodeMethodNotFound: the go-sdk answers that code with its own
+		// message, and the server would not learn why.
+		return nil, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
+			"%s: the client of this call did not declare the %s capability, so mcpvisor does not send it this request; declined",
+			method, capability)}
+	}
+	deadline := f.deadline
+	if deadline.IsZero() {
+		deadline = time.Now().Add(serverRequestTimeout)
+	}
+	fctx, cancel := context.WithDeadline(f.ctx, deadline)
+	stop := context.AfterFunc(ctx, cancel)
+	return f, fctx, func() { stop(); cancel() }, nil
+}
+
+// neededCapability names the client capability a request to the client
+// needs.
+func neededCapability(method string) string {
+	switch method {
+	case "sampling/createMessage":
+		return "sampling"
+	case "elicitation/create":
+		return "elicitation"
+	case "roots/list":
+		return "roots"
+	}
+	return ""
+}
+
+// declares reports whether a client that initialized with ip declared
+// capability.
+func declares(ip *mcp.InitializeParams, capability string) bool {
+	if ip == nil || ip.Capabilities == nil {
+		return false
+	}
+	c := ip.Capabilities
+	switch capability {
+	case "sampling":
+		return c.Sampling != nil
+	case "elicitation":
+		return c.Elicitation != nil
+	case "roots":
+		return c.RootsV2 != nil || c.Roots.ListChanged
+	}
+	return false
+}
+
+// boundRequestsToClients declines a request of the upstream's to a client
+// (sampling, elicitation, roots) at once while max_pending_requests of them
+// are waiting already: an upstream that asks in a loop cannot pile up
+// goroutines and memory in mcpvisor, or requests at a client. (A process
+// link sheds such a burst before the SDK even starts a goroutine for each
+// request: processConn.Read.)
+func (s *Supervisor) boundRequestsToClients(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if neededCapability(method) == "" {
+			return next(ctx, method, req)
+		}
+		if s.requestsToClients.Add(1) > s.maxPending {
+			s.requestsToClients.Add(-1)
+			return nil, s.tooManyPending(method)
+		}
+		defer s.requestsToClients.Add(-1)
+		return next(ctx, method, req)
+	}
+}
+
+// atPendingCap reports whether a request of the upstream's for method
+// would be declined for max_pending_requests.
+func (s *Supervisor) atPendingCap(method string) bool {
+	return neededCapability(method) != "" && s.requestsToClients.Load() >= s.maxPending
+}
+
+// tooManyPending is the error a request past max_pending_requests gets. The
+// first and every declinedLogEvery-th are logged, not each of a flood.
+func (s *Supervisor) tooManyPending(method string) *jsonrpc.Error {
+	if n := s.declinedRequests.Add(1); n == 1 || n%declinedLogEvery == 0 {
+		s.logger.Warn("server's request to a client declined: too many pending",
+			"method", method, "max_pending_requests", s.maxPending, "declined_so_far", n)
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+		"%s: server %q already has %d requests waiting on clients, the most mcpvisor allows (max_pending_requests); declined, wait for their answers before asking more",
+		method, s.name, s.maxPending)}
 }
 
 func (s *Supervisor) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
@@ -194,15 +329,19 @@ func (s *Supervisor) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "roots/list" {
 			return next(ctx, method, req)
 		}
-		f := s.latestFlight()
+		f, fctx, done, err := s.clientFor(ctx, method)
+		if err != nil {
+			return nil, err
+		}
 		if f == nil {
 			return next(ctx, method, req)
 		}
+		defer done()
 		p, _ := req.GetParams().(*mcp.ListRootsParams)
 		if p == nil {
 			p = &mcp.ListRootsParams{}
 		}
-		return f.d.ListRoots(f.ctx, p)
+		return f.d.ListRoots(fctx, p)
 	}
 }
 

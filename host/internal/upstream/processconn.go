@@ -98,6 +98,15 @@ func (c *processConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			continue
 		}
 		req, ok := msg.(*jsonrpc.Request)
+		if ok && req.IsCall() && c.s.atPendingCap(req.Method) {
+			// Declined here, before the SDK starts a goroutine for it: a
+			// server asking in a loop would cost one per request
+			// (docs/security.md, "Requests from servers to clients").
+			if err := c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: c.s.tooManyPending(req.Method)}); err != nil {
+				c.s.logger.Debug("declining a request to a client failed", "method", req.Method, "error", err)
+			}
+			continue
+		}
 		if !ok || req.IsCall() || !c.s.forwardNotification(req) {
 			return msg, nil
 		}

@@ -34,6 +34,7 @@ a running host recovers without a restart.
 */
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -289,6 +290,12 @@ type Supervisor struct {
 	flightSeq uint64
 	flights   map[uint64]*inflight
 	byToken   map[string]*inflight
+	// requestsToClients counts the upstream's requests to downstream
+	// clients (sampling, elicitation, roots) being handled, for
+	// max_pending_requests (downstream.go).
+	requestsToClients atomic.Int64
+	maxPending        int64         // max_pending_requests
+	declinedRequests  atomic.Uint64 // requests declined for max_pending_requests
 	// relayed is set once a link relays progress and log notifications
 	// itself; the SDK's handlers then leave them alone.
 	relayed atomic.Bool
@@ -335,6 +342,8 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		done:    make(chan struct{}),
 		flights: map[uint64]*inflight{},
 		byToken: map[string]*inflight{},
+
+		maxPending: int64(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
 	}
 	if obs := opts.Observer; obs != nil {
 		s.breaker.OnChange(func(from, to BreakerState) { obs.BreakerChanged(s.name, from, to) })
@@ -350,6 +359,9 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		ElicitationHandler:          s.onElicit,
 	})
 	s.client.AddReceivingMiddleware(s.rootsMiddleware)
+	// Added last, so it runs first: a request past the cap is declined
+	// before anything else happens for it.
+	s.client.AddReceivingMiddleware(s.boundRequestsToClients)
 	return s
 }
 
