@@ -38,7 +38,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -505,10 +504,6 @@ func (s *Supervisor) run() {
 	// early is set when the attempt after a park was a call's early probe
 	// of a remote server (remoteProbeDue).
 	early := false
-	// exitedAs is how the last failed attempt's process exited before
-	// initialize ("" if it did not); the same exit twice in a row is as
-	// permanent as a missing command.
-	exitedAs := ""
 	for attempt := 0; ; attempt++ {
 		sess, err := s.connect()
 		if s.opts.Observer != nil && !(err != nil && s.isStopping()) {
@@ -537,11 +532,13 @@ func (s *Supervisor) run() {
 			failures++
 			s.recordError(err)
 			s.logger.Warn("connect failed", "attempt", failures, "error", recovery.Redact(err.Error()))
-			sig := exitSignature(err)
-			permanent = errors.Is(err, recovery.ErrCannotStart) || (sig != "" && sig == exitedAs)
-			exitedAs = sig
+			// Only what no retry can change (a missing or non-executable
+			// command) parks at once. A process that exits before
+			// initialize, even the same way every time, may be waiting
+			// for something that is ready a moment later (a database, a
+			// socket, a file): it follows the backoff and the budget.
+			permanent = errors.Is(err, recovery.ErrCannotStart)
 		} else {
-			exitedAs = ""
 			probing = false
 			healthy, deathErr := s.serve(sess, &failures)
 			s.cur.Store(nil)
@@ -592,25 +589,6 @@ func (s *Supervisor) run() {
 			}
 		}
 	}
-}
-
-// exitSignature is how a process that exited before initialize exited
-// ("upstream process exited (exit status 1)"), without the stderr lines
-// and pids that differ between attempts; "" for any other error.
-func exitSignature(err error) string {
-	if !errors.Is(err, recovery.ErrProcessExited) {
-		return ""
-	}
-	msg := err.Error()
-	i := strings.Index(msg, recovery.ErrProcessExited.Error())
-	if i < 0 {
-		return ""
-	}
-	msg = msg[i:]
-	if j := strings.Index(msg, ")"); j >= 0 {
-		msg = msg[:j+1]
-	}
-	return msg
 }
 
 // parkedDelay is how long the n-th consecutive park (n ≥ 1) waits before
