@@ -1,0 +1,83 @@
+package hardening_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
+)
+
+// callText calls tool with args through cs, bounded by timeout, and
+// returns its text or the error (a tool error included).
+func callText(cs *mcp.ClientSession, tool string, args map[string]any, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return "", err
+	}
+	if res.IsError {
+		return "", fmt.Errorf("tool error: %s", contentText(res))
+	}
+	return contentText(res), nil
+}
+
+// Regression (#24, item 3): a killed HTTP upstream is a transport failure
+// of that server, not the caller's error. A read-only call that meets the
+// dead connection is retried once on a new session (the upstream is back
+// a second later); a call that may have side effects fails with -32010
+// naming the server, not the SDK's bare -32005 "rejected by transport".
+func TestDeadHTTPUpstreamIsATransportFailure(t *testing.T) {
+	addr := freeAddr(t)
+	up := testutil.StartServer(t, bins["echo"], "-http", addr)
+	mv := startMcpvisor(t, fmt.Sprintf("server \"web\" {\n  url = %s\n}\n", hclString(up.URL)))
+	cs := connectClient(t, mv)
+	waitTool(t, cs, "web__echo")
+	if _, err := callText(cs, "web__echo", map[string]any{"text": "before"}, 30*time.Second); err != nil {
+		t.Fatalf("call before the kill: %v", err)
+	}
+
+	// A read-only call made the moment the upstream dies: retried once on
+	// the session made when the upstream is back.
+	syscall.Kill(-up.Cmd.Process.Pid, syscall.SIGKILL)
+	up.Cmd.Wait()
+	type result struct {
+		text string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		text, err := callText(cs, "web__echo", map[string]any{"text": "retried"}, 60*time.Second)
+		got <- result{text, err}
+	}()
+	time.Sleep(time.Second)
+	up = testutil.StartServer(t, bins["echo"], "-http", addr)
+	select {
+	case r := <-got:
+		if r.err != nil || !strings.Contains(r.text, "retried") {
+			t.Fatalf("read-only call across the upstream's restart: %q, %v; want it retried on the new session", r.text, r.err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("read-only call across the upstream's restart never returned")
+	}
+
+	// A call that may have side effects (progress declares no readOnlyHint)
+	// is not retried: its error names the server and is mcpvisor's own.
+	syscall.Kill(-up.Cmd.Process.Pid, syscall.SIGKILL)
+	up.Cmd.Wait()
+	_, err := callText(cs, "web__progress", map[string]any{"steps": 1}, 60*time.Second)
+	var wire *jsonrpc.Error
+	if !errors.As(err, &wire) || wire.Code != recovery.CodeUpstream || !strings.Contains(wire.Message, `server "web"`) {
+		t.Fatalf("call to a dead HTTP upstream: %v; want JSON-RPC error %d naming server \"web\"", err, recovery.CodeUpstream)
+	}
+	t.Logf("error for a call to the dead upstream: %s", wire.Message)
+}
