@@ -426,15 +426,23 @@ func (h *Host) Sessions() int { return h.gateway.Sessions() }
 
 // Revive asks the named server to try connecting now: a parked server
 // starts again with a fresh retry budget, and one waiting out its reconnect
-// backoff skips the rest of the wait. It returns at once; Status shows the
-// outcome. An unknown name is an error wrapping ErrUnknownServer.
-func (h *Host) Revive(name string) error {
+// backoff skips the rest of the wait. It waits for the outcome of the
+// attempt it caused (bounded by the server's connect_timeout) and returns
+// nil when the server is ready (at once if it already was), or that
+// attempt's error, which says whether the server is parked again or
+// reconnecting. If ctx ends first it returns an error wrapping ctx's. An
+// unknown name is an error wrapping ErrUnknownServer.
+func (h *Host) Revive(ctx context.Context, name string) error {
 	s, err := h.sup(name)
 	if err != nil {
 		return err
 	}
-	s.Revive()
-	return nil
+	select {
+	case err := <-s.Revive():
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("server %q: revived, but its attempt had no outcome yet (see `mcpvisor status`): %w", name, ctx.Err())
+	}
 }
 
 // Tools returns the exposed tools, sorted by exposed name.
@@ -606,8 +614,10 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, er
 // and a fresh retry budget, whatever its state: the new one starts and gets
 // ready beside the old one, which finishes its calls in flight and stops
 // (calls that still meet it are told "restarted by request"). It returns
-// when the swap is done or ctx ends. An unknown name is an error wrapping
-// ErrUnknownServer.
+// when the swap is done or ctx ends: nil when the new one is ready, or the
+// error of its first connect attempt (it then goes on as any server whose
+// attempt failed: reconnecting, or parked). An unknown name is an error
+// wrapping ErrUnknownServer.
 func (h *Host) Restart(ctx context.Context, name string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -675,13 +685,24 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 		sup.SetRoots(h.roots)
 	}
 	h.rootsMu.Unlock()
+	// startErr is the first attempt's error of the server named restart.
+	var startErr error
 	if h.started {
+		first := map[string]<-chan error{}
 		for _, sup := range toStart {
-			sup.Start()
+			first[sup.Name()] = sup.Start()
 		}
 		for _, name := range res.Restarted {
-			if err := next.sups[name].WaitSettled(ctx); err != nil {
+			select {
+			case err := <-first[name]:
+				if err != nil && name == restart {
+					startErr = err
+				}
+			case <-ctx.Done():
 				h.logger.Warn("reload: restarted server not ready in time; switching to it anyway", "server", name)
+				if name == restart {
+					startErr = fmt.Errorf("server %q: restarted, but its first attempt had no outcome yet (see `mcpvisor status`): %w", name, ctx.Err())
+				}
 			}
 		}
 	}
@@ -699,7 +720,7 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 		}
 	}
 	err := retire(ctx, old.sups, res.Restarted, reason)
-	err = errors.Join(err, retire(ctx, old.sups, res.Removed, "removed by reload"))
+	err = errors.Join(startErr, err, retire(ctx, old.sups, res.Removed, "removed by reload"))
 	return res, err
 }
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -80,4 +83,56 @@ func TestDeadHTTPUpstreamIsATransportFailure(t *testing.T) {
 		t.Fatalf("call to a dead HTTP upstream: %v; want JSON-RPC error %d naming server \"web\"", err, recovery.CodeUpstream)
 	}
 	t.Logf("error for a call to the dead upstream: %s", wire.Message)
+}
+
+// runCLI runs `mcpvisor ARGS…` to completion (bounded by a hang guard)
+// and returns its exit code, stdout and stderr.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins[testutil.Mcpvisor], args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("mcpvisor %s did not return within 60s\nstdout: %s\nstderr: %s", strings.Join(args, " "), out.String(), errb.String())
+	}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running mcpvisor %s: %v", strings.Join(args, " "), err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// Regression (#24, item 1): `mcpvisor revive` and `restart` report the
+// outcome of the attempt they caused. A server that fails again within
+// milliseconds is parked again before any poll of its state could see it
+// leave park; the command still says so and exits 1 with the error,
+// without waiting out the control timeout (2 min). Once the server can
+// start, revive says it is ready and exits 0.
+func TestReviveAndRestartReportTheAttempt(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "ok")
+	script := fmt.Sprintf("if [ -f %q ]; then exec %q; fi; echo 'dependency missing' >&2; exit 3", gate, bins["echo"])
+	mv := startMcpvisor(t, fmt.Sprintf("server \"flaky\" {\n  command = \"sh\"\n  args = [\"-c\", %s]\n  reconnect { max_retries = 0 }\n}\n", hclString(script)))
+	testutil.Eventually(t, readyTimeout, "flaky parked", func() bool { return mv.status(t)["flaky"].State == "parked" })
+
+	for _, action := range []string{"revive", "restart"} {
+		code, stdout, stderr := runCLI(t, action, "-config", mv.config, "flaky")
+		if code != 1 || !strings.Contains(stderr, "parked again") || !strings.Contains(stderr, "exit status 3") || !strings.Contains(stderr, "flaky") {
+			t.Errorf("mcpvisor %s of a server that fails at once: exit %d\nstdout: %s\nstderr: %s\nwant exit 1 saying it is parked again, with its exit status", action, code, stdout, stderr)
+		}
+		t.Logf("mcpvisor %s: exit %d: %s", action, code, strings.TrimSpace(stderr))
+	}
+
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "revive", "-config", mv.config, "flaky")
+	if code != 0 || !strings.Contains(stdout, "ready") {
+		t.Errorf("mcpvisor revive of a server that can start: exit %d\nstdout: %s\nstderr: %s\nwant exit 0 saying it is ready", code, stdout, stderr)
+	}
 }

@@ -506,7 +506,7 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 			// This call is the half-open probe: start the server and wait
 			// for it, within the call's deadline.
 			revived, parkedUntil = true, next
-			s.Revive()
+			signal(s.revive)
 		case StateReconnecting:
 			if dl, ok := ctx.Deadline(); ok && !next.IsZero() && dl.Before(next) {
 				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,

@@ -26,6 +26,14 @@ Parked is not dead: the supervisor keeps running, waiting for a revive
 signal (a half-open probe call, or Revive from the library), its own slow
 ParkedRetry timer, or shutdown.
 
+Whoever asks for an attempt and must report how it went (Start, Revive:
+`mcpvisor revive`, `restart`) gets the outcome of that attempt itself, not a
+later look at the state: a server that fails within milliseconds of a
+revive is parked again before any poll could see it leave. The waiter is
+registered before the signal; the run loop takes the waiters when an
+attempt starts and answers them once the attempt's outcome is visible in
+Status (ready, reconnecting with a next attempt time, parked again).
+
 needs_login is parked for a reason no retry can fix: an OAuth server whose
 tokens are missing or could not be refreshed. Its tools are withdrawn at
 once, without spending the retry budget, and the supervisor polls the token
@@ -275,6 +283,12 @@ type Supervisor struct {
 	failedErr   error         // what that caller saw
 	changed     chan struct{} // closed and replaced on every change
 	catalog     *registry.Catalog
+	// outcomeWaiters (guarded by mu) wait for the outcome of the next
+	// connect attempt (Start, Revive); the run loop takes them when that
+	// attempt starts. exited (guarded by mu) is set once the run loop has
+	// returned: a waiter registered later is answered at once.
+	outcomeWaiters []chan error
+	exited         bool
 
 	// rootsMu guards roots, the roots SetRoots last gave the SDK client.
 	rootsMu sync.Mutex
@@ -355,9 +369,14 @@ func (s *Supervisor) Name() string { return s.name }
 // Config returns the server block this supervisor runs.
 func (s *Supervisor) Config() config.Server { return s.cfg }
 
-// Start begins connecting in the background. It returns at once.
-func (s *Supervisor) Start() {
+// Start begins connecting in the background. It returns at once, with a
+// channel that receives the outcome of the first connect attempt: nil when
+// the server is ready, or why the attempt failed (the server is then
+// reconnecting or parked, as Status shows).
+func (s *Supervisor) Start() <-chan error {
+	out := s.awaitOutcome()
 	go s.run()
+	return out
 }
 
 // Stop shuts the server down: the supervisor stops, the session closes and
@@ -384,8 +403,67 @@ func (s *Supervisor) StopFor(ctx context.Context, reason string) error {
 func (s *Supervisor) Done() <-chan struct{} { return s.done }
 
 // Revive asks a parked server to reconnect now, and a server waiting out a
-// backoff delay to try at once.
-func (s *Supervisor) Revive() { signal(s.revive) }
+// backoff delay to try at once. It returns a channel that receives the
+// outcome of the attempt the revive causes: nil once the server is ready
+// (at once if it already was), or an error saying the attempt failed and
+// whether the server is parked again or reconnecting. The attempt is
+// bounded by connect_timeout. The channel is buffered: a caller that does
+// not want the outcome may drop it.
+func (s *Supervisor) Revive() <-chan error {
+	out := s.awaitOutcome()
+	signal(s.revive)
+	return out
+}
+
+// awaitOutcome registers a waiter for the outcome of the next connect
+// attempt.
+func (s *Supervisor) awaitOutcome() <-chan error {
+	ch := make(chan error, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exited {
+		ch <- &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
+		return ch
+	}
+	s.outcomeWaiters = append(s.outcomeWaiters, ch)
+	return ch
+}
+
+// takeWaiters removes and returns the waiters for the next attempt.
+func (s *Supervisor) takeWaiters() []chan error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.outcomeWaiters
+	s.outcomeWaiters = nil
+	return ws
+}
+
+// waitersPending reports whether someone waits for an attempt to start.
+func (s *Supervisor) waitersPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.outcomeWaiters) > 0
+}
+
+// answer tells waiters an attempt's outcome.
+func answer(waiters []chan error, err error) {
+	for _, ch := range waiters {
+		ch <- err
+	}
+}
+
+// attemptFailed is what the waiters of a failed attempt are told: why it
+// failed and what the server does next (state is where it is now).
+func (s *Supervisor) attemptFailed(err error, state State, next time.Time) error {
+	reason := "the connect attempt failed; reconnecting"
+	switch state {
+	case StateParked:
+		reason = "the connect attempt failed; parked again"
+	case StateNeedsLogin:
+		reason = "the connect attempt failed; needs a login (" + s.loginAction() + ")"
+	}
+	return &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: reason, Err: err, RetryAt: next}
+}
 
 // Status returns a snapshot of the supervisor's state.
 func (s *Supervisor) Status() Status {
@@ -490,9 +568,17 @@ func (s *Supervisor) publishCatalog(cat *registry.Catalog) {
 // run is the one goroutine that owns the supervisor's state.
 func (s *Supervisor) run() {
 	defer close(s.done)
+	// waiters are those of the attempt in progress (Start, Revive).
+	var waiters []chan error
 	defer func() {
 		s.publishCatalog(nil)
 		s.setState(StateStopped, time.Time{})
+		s.mu.Lock()
+		s.exited = true
+		s.mu.Unlock()
+		stopped := &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
+		answer(waiters, stopped)
+		answer(s.takeWaiters(), stopped)
 	}()
 
 	failures := 0
@@ -505,6 +591,7 @@ func (s *Supervisor) run() {
 	// of a remote server (remoteProbeDue).
 	early := false
 	for attempt := 0; ; attempt++ {
+		waiters = append(waiters, s.takeWaiters()...)
 		sess, err := s.connect()
 		if s.opts.Observer != nil && !(err != nil && s.isStopping()) {
 			var gen uint64
@@ -522,7 +609,10 @@ func (s *Supervisor) run() {
 			// login grants it, like one without valid tokens.
 			if errors.Is(err, recovery.ErrNeedsLogin) || errors.Is(err, recovery.ErrInsufficientScope) {
 				s.recordError(err)
-				if !s.awaitLogin() {
+				if !s.awaitLogin(func() {
+					answer(waiters, s.attemptFailed(err, StateNeedsLogin, time.Time{}))
+					waiters = nil
+				}) {
 					return
 				}
 				failures = 0
@@ -540,6 +630,8 @@ func (s *Supervisor) run() {
 			permanent = errors.Is(err, recovery.ErrCannotStart)
 		} else {
 			probing = false
+			answer(waiters, nil)
+			waiters = nil
 			healthy, deathErr := s.serve(sess, &failures)
 			s.cur.Store(nil)
 			if !s.isStopping() {
@@ -571,7 +663,12 @@ func (s *Supervisor) run() {
 			if !(probing && early) {
 				parks++
 			}
-			if !s.park(s.parkedDelay(parks)) {
+			if !s.park(s.parkedDelay(parks), func(next time.Time) {
+				if err != nil {
+					answer(waiters, s.attemptFailed(err, StateParked, next))
+					waiters = nil
+				}
+			}) {
 				return
 			}
 			early = s.earlyRevive.Swap(false)
@@ -582,6 +679,10 @@ func (s *Supervisor) run() {
 		delay := s.backoff(failures)
 		next := time.Now().Add(delay)
 		s.setState(StateReconnecting, next)
+		if err != nil {
+			answer(waiters, s.attemptFailed(err, StateReconnecting, next))
+			waiters = nil
+		}
 		if delay > 0 {
 			s.logger.Info("reconnecting after backoff", "delay", delay.Round(time.Millisecond), "attempt", failures+1)
 			if !s.sleep(delay) {
@@ -648,8 +749,9 @@ func (s *Supervisor) sleep(d time.Duration) bool {
 
 // park deregisters the server and waits for a revive (a call or a
 // tools/list after the breaker's cooldown, Revive, SIGHUP), its own timer
-// (delay), or stop. It returns false on stop.
-func (s *Supervisor) park(delay time.Duration) bool {
+// (delay), or stop. parked is called once the server shows as parked, with
+// its next attempt time. It returns false on stop.
+func (s *Supervisor) park(delay time.Duration, parked func(next time.Time)) bool {
 	// Drain a stale revive first, so only a signal sent once the server is
 	// visibly parked wakes it (a call that sees it parked may revive it at
 	// once).
@@ -667,6 +769,13 @@ func (s *Supervisor) park(delay time.Duration) bool {
 	s.mu.Unlock()
 	s.logger.Error("server parked", "max_retries", s.cfg.Reconnect.MaxRetries,
 		"next_attempt_in", delay, "last_error", errString(lastErr))
+	parked(next)
+	if s.waitersPending() {
+		// A Revive came while the attempt that parked the server was
+		// running: it asked for an attempt after that one.
+		s.logger.Info("reviving parked server")
+		return true
+	}
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
@@ -681,10 +790,12 @@ func (s *Supervisor) park(delay time.Duration) bool {
 }
 
 // awaitLogin withdraws the server's tools and waits until new tokens are
-// stored (or a revive, or stop). It returns false on stop.
-func (s *Supervisor) awaitLogin() bool {
+// stored (or a revive, or stop). shown is called once the server shows as
+// needing a login. It returns false on stop.
+func (s *Supervisor) awaitLogin(shown func()) bool {
 	s.publishCatalog(nil)
 	s.setState(StateNeedsLogin, time.Time{})
+	shown()
 	s.mu.Lock()
 	lastErr := s.lastErr
 	s.mu.Unlock()
@@ -693,6 +804,10 @@ func (s *Supervisor) awaitLogin() bool {
 	select {
 	case <-s.revive:
 	default:
+	}
+	if s.waitersPending() {
+		// A Revive came while the attempt was running: try once more.
+		return true
 	}
 	t := time.NewTicker(loginPollInterval)
 	defer t.Stop()
@@ -916,7 +1031,9 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 		case <-healthyAfter.C:
 			markHealthy()
 		case <-s.revive:
-			// Already connected: nothing to revive.
+			// Already connected: nothing to revive; whoever asked is told
+			// the server is ready.
+			answer(s.takeWaiters(), nil)
 		}
 	}
 }
@@ -1065,6 +1182,6 @@ func (s *Supervisor) Nudge() {
 	parked := s.state == StateParked
 	s.mu.Unlock()
 	if parked && s.breaker.CooldownPassed() {
-		s.Revive()
+		signal(s.revive)
 	}
 }
