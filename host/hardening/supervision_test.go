@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,4 +136,65 @@ func TestReviveAndRestartReportTheAttempt(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "ready") {
 		t.Errorf("mcpvisor revive of a server that can start: exit %d\nstdout: %s\nstderr: %s\nwant exit 0 saying it is ready", code, stdout, stderr)
 	}
+}
+
+// Regression (#24, item 5): a remote server's outage costs no more than
+// the outage. A call made once an HTTP upstream is back succeeds at once,
+// without waiting out the rest of a multi-second reconnect backoff (the
+// call itself makes the attempt, as calls probe a parked remote server);
+// and after a parked remote server's upstream returns, a new client's
+// tools/list sees its tools soon, not after the breaker's cooldown (60 s).
+func TestShortOutageCostsNoBackoff(t *testing.T) {
+	addr := freeAddr(t)
+	up := testutil.StartServer(t, bins["echo"], "-http", addr)
+	mv := startMcpvisor(t, fmt.Sprintf("server \"web\" {\n  url = %s\n  reconnect {\n    max_retries = 10\n  }\n}\n", hclString(up.URL)))
+	cs := connectClient(t, mv)
+	waitTool(t, cs, "web__echo")
+
+	// Down until the server waits out a backoff of several seconds.
+	syscall.Kill(-up.Cmd.Process.Pid, syscall.SIGKILL)
+	up.Cmd.Wait()
+	testutil.Eventually(t, 60*time.Second, "a reconnect backoff of 6 s or more", func() bool {
+		st := mv.status(t)["web"]
+		return st.State == "reconnecting" && time.Until(st.NextAttempt) > 6*time.Second
+	})
+	up = testutil.StartServer(t, bins["echo"], "-http", addr)
+	back := time.Now()
+	text, err := callText(cs, "web__echo", map[string]any{"text": "back"}, 60*time.Second)
+	took := time.Since(back)
+	if err != nil || !strings.Contains(text, "back") {
+		t.Fatalf("call once the upstream is back: %q, %v", text, err)
+	}
+	// Loose: a healthy mcpvisor answers in well under a second; without
+	// the call's own attempt it waits out the backoff (over 6 s).
+	if took > 3*time.Second {
+		t.Errorf("the first call after the upstream came back took %s: it waited out the backoff", took.Round(time.Millisecond))
+	}
+	t.Logf("first call after the upstream came back took %s", took.Round(time.Millisecond))
+
+	// Parked, with no calls: the upstream returns and a client that
+	// starts then lists tools.
+	mv2 := startMcpvisor(t, fmt.Sprintf("server \"web\" {\n  url = %s\n  reconnect {\n    max_retries = 0\n  }\n}\n", hclString(up.URL)))
+	cs2 := connectClient(t, mv2)
+	waitTool(t, cs2, "web__echo")
+	syscall.Kill(-up.Cmd.Process.Pid, syscall.SIGKILL)
+	up.Cmd.Wait()
+	testutil.Eventually(t, 60*time.Second, "web parked", func() bool { return mv2.status(t)["web"].State == "parked" })
+	testutil.StartServer(t, bins["echo"], "-http", addr)
+	back = time.Now()
+	fresh := connectClient(t, mv2)
+	// Well before the breaker's cooldown (60 s); in practice about a second.
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := fresh.ListTools(ctx, nil)
+		cancel()
+		if err == nil && slices.ContainsFunc(res.Tools, func(tool *mcp.Tool) bool { return tool.Name == "web__echo" }) {
+			break
+		}
+		if time.Since(back) > 20*time.Second {
+			t.Fatalf("a new client's tools/list still lacks web__echo %s after the upstream came back (err %v)", time.Since(back).Round(time.Second), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("a new client listed the parked server's tools %s after its upstream came back", time.Since(back).Round(time.Millisecond))
 }

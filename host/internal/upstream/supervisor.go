@@ -266,6 +266,12 @@ type Supervisor struct {
 	// failure re-parks without lengthening the parked wait, which counts
 	// the server's own attempts, not the calls'.
 	earlyRevive atomic.Bool
+	// earlyRetry is set when a call or a tools/list cuts a remote server's
+	// reconnect backoff short (probeRemote): a failure of that attempt is
+	// not charged to the retry budget, which counts the server's own
+	// attempts, so calls cannot park a server sooner than it would park
+	// by itself.
+	earlyRetry atomic.Bool
 
 	// readOnly holds the names of tools that declared readOnlyHint, from the
 	// last catalog; read lock-free on the call path.
@@ -590,6 +596,9 @@ func (s *Supervisor) run() {
 	// early is set when the attempt after a park was a call's early probe
 	// of a remote server (remoteProbeDue).
 	early := false
+	// retriedEarly is set for an attempt a call made during the backoff
+	// (earlyRetry).
+	retriedEarly := false
 	for attempt := 0; ; attempt++ {
 		waiters = append(waiters, s.takeWaiters()...)
 		sess, err := s.connect()
@@ -619,9 +628,11 @@ func (s *Supervisor) run() {
 				s.setFailures(0)
 				continue
 			}
-			failures++
+			if !retriedEarly {
+				failures++
+			}
 			s.recordError(err)
-			s.logger.Warn("connect failed", "attempt", failures, "error", recovery.Redact(err.Error()))
+			s.logger.Warn("connect failed", "attempt", failures, "early", retriedEarly, "error", recovery.Redact(err.Error()))
 			// Only what no retry can change (a missing or non-executable
 			// command) parks at once. A process that exits before
 			// initialize, even the same way every time, may be waiting
@@ -678,16 +689,19 @@ func (s *Supervisor) run() {
 		}
 		delay := s.backoff(failures)
 		next := time.Now().Add(delay)
+		s.earlyRetry.Store(false)
 		s.setState(StateReconnecting, next)
 		if err != nil {
 			answer(waiters, s.attemptFailed(err, StateReconnecting, next))
 			waiters = nil
 		}
+		retriedEarly = false
 		if delay > 0 {
 			s.logger.Info("reconnecting after backoff", "delay", delay.Round(time.Millisecond), "attempt", failures+1)
 			if !s.sleep(delay) {
 				return
 			}
+			retriedEarly = s.earlyRetry.Swap(false)
 		}
 	}
 }
@@ -1176,12 +1190,40 @@ func (s *Supervisor) remoteProbeDue() bool {
 // Nudge asks a parked server whose breaker cooldown has passed to try
 // again now, without waiting for the outcome (a downstream tools/list: an
 // agent starting up). The cooldown rate-limits it: a failed attempt parks
-// the server again with a fresh cooldown.
+// the server again with a fresh cooldown. A remote server is nudged as a
+// call probes it (probeRemote): parked or waiting out a backoff, at most
+// once per remoteProbeEvery, so a new client sees its tools about as soon
+// as it is back.
 func (s *Supervisor) Nudge() {
 	s.mu.Lock()
-	parked := s.state == StateParked
+	state, next := s.state, s.nextAttempt
 	s.mu.Unlock()
-	if parked && s.breaker.CooldownPassed() {
+	if s.probeRemote(state, next) {
+		return
+	}
+	if state == StateParked && s.breaker.CooldownPassed() {
 		signal(s.revive)
 	}
+}
+
+// probeRemote makes a remote server that is parked, or waiting out a
+// reconnect backoff until next, try now, if an early probe is due
+// (remoteProbeDue). It reports whether it did.
+func (s *Supervisor) probeRemote(state State, next time.Time) bool {
+	switch {
+	case state == StateParked:
+		if !s.remoteProbeDue() {
+			return false
+		}
+		s.earlyRevive.Store(true)
+	case state == StateReconnecting && time.Until(next) > 0:
+		if !s.remoteProbeDue() {
+			return false
+		}
+		s.earlyRetry.Store(true)
+	default:
+		return false
+	}
+	signal(s.revive)
+	return true
 }
