@@ -193,6 +193,10 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 			return nil, fmt.Errorf("server %q: %w", srv.Name, err)
 		}
 	}
+	if len(srv.MissingEnv) > 0 {
+		// Held in needs_config, never dialed: its block is incomplete.
+		return h.supervisorFor(srv, nil), nil
+	}
 	hc := h.opts.httpClient
 	if h.telemetry.Tracing() {
 		// Requests of a traced operation carry its traceparent header.
@@ -212,6 +216,12 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
+	return h.supervisorFor(srv, d), nil
+}
+
+// supervisorFor makes the supervisor of srv, reaching it through d (nil
+// for a server held in needs_config).
+func (h *Host) supervisorFor(srv *config.Server, d transport.Dialer) *upstream.Supervisor {
 	var obs upstream.Observer
 	if h.telemetry != nil {
 		obs = h.telemetry
@@ -244,7 +254,7 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 			h.gateway.NotifyResourceUpdated(context.Background(), p.URI)
 		},
 	})
-	return sup, nil
+	return sup
 }
 
 // setRoots hands the roots of the downstream client that last connected

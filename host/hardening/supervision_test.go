@@ -198,3 +198,46 @@ func TestShortOutageCostsNoBackoff(t *testing.T) {
 	}
 	t.Logf("a new client listed the parked server's tools %s after its upstream came back", time.Since(back).Round(time.Millisecond))
 }
+
+// Regression (#24, item 2): one server block reading an unset variable
+// with env() does not stop `run`. The other servers start and serve; that
+// server is held in needs_config, lists no tools, and status, revive and
+// validate name the variable to set.
+func TestUnsetSecretHoldsOnlyItsServer(t *testing.T) {
+	const unset = "MCPVISOR_TEST_NEVER_SET_KEY"
+	os.Unsetenv(unset)
+	mv := startMcpvisor(t, echoBlock()+fmt.Sprintf("server \"paid\" {\n  command = %s\n  env = { API_KEY = env(%q) }\n}\n", hclString(bins["echo"]), unset))
+	cs := connectClient(t, mv)
+	waitTool(t, cs, "echo__echo")
+	if text, err := callText(cs, "echo__echo", map[string]any{"text": "still here"}, 30*time.Second); err != nil || !strings.Contains(text, "still here") {
+		t.Fatalf("call to the other server: %q, %v", text, err)
+	}
+	st := mv.status(t)["paid"]
+	if st.State != "needs_config" || !strings.Contains(st.LastError, unset) {
+		t.Errorf("status of the server missing its variable: %+v; want needs_config naming %s", st, unset)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if strings.HasPrefix(tool.Name, "paid") {
+			t.Errorf("tool %s of a server that was not started is listed", tool.Name)
+		}
+	}
+
+	code, stdout, stderr := runCLI(t, "status", "-config", mv.config)
+	if code != 0 || !strings.Contains(stdout, "needs_config") || !strings.Contains(stdout, "set "+unset) {
+		t.Errorf("mcpvisor status: exit %d\nstdout: %s\nstderr: %s\nwant needs_config and \"set %s\"", code, stdout, stderr, unset)
+	}
+	code, stdout, stderr = runCLI(t, "revive", "-config", mv.config, "paid")
+	if code != 1 || !strings.Contains(stderr, unset) {
+		t.Errorf("mcpvisor revive of it: exit %d\nstdout: %s\nstderr: %s\nwant exit 1 naming %s", code, stdout, stderr, unset)
+	}
+	code, stdout, stderr = runCLI(t, "validate", "-config", mv.config)
+	if code != 2 || !strings.Contains(stderr, unset) {
+		t.Errorf("mcpvisor validate: exit %d\nstdout: %s\nstderr: %s\nwant exit 2 naming %s", code, stdout, stderr, unset)
+	}
+}

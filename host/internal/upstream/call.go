@@ -489,6 +489,9 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
 		case StateNeedsLogin:
 			return nil, s.needsLoginError(op, lastErr)
+		case StateNeedsConfig:
+			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
+				Reason: "not started: " + s.configAction(), Err: lastErr}
 		case StateParked:
 			if revived && !leftPark {
 				break // the supervisor has not left park yet

@@ -10,6 +10,7 @@ Design note: the state machine.
     starting ─► ready ⇄ reconnecting ─► parked ─► (revive) starting
         └──────────┴──────┴─► needs_login ─► (new tokens stored) reconnecting
                                                    stopped (from anywhere)
+    needs_config ─► stopped
 
 One goroutine (run) owns every transition. Callers never change state; they
 read the published session (an atomic pointer, so the call path takes no
@@ -39,6 +40,10 @@ tokens are missing or could not be refreshed. Its tools are withdrawn at
 once, without spending the retry budget, and the supervisor polls the token
 store (loginPollInterval) until `mcpvisor login` has stored new tokens, so
 a running host recovers without a restart.
+
+needs_config is a server whose block reads an environment variable that was
+not set when the file was loaded (config.Server.MissingEnv): it is never
+started, so no tool of it is listed; status and calls say what to set.
 */
 
 import (
@@ -46,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +77,7 @@ const (
 	StateParked
 	StateStopped
 	StateNeedsLogin
+	StateNeedsConfig
 )
 
 // String returns the state's name as shown in status.
@@ -88,6 +95,8 @@ func (s State) String() string {
 		return "stopped"
 	case StateNeedsLogin:
 		return "needs_login"
+	case StateNeedsConfig:
+		return "needs_config"
 	}
 	return "unknown"
 }
@@ -146,7 +155,8 @@ type Options struct {
 	// Logger is the host's logger; the supervisor names it "upstream" and
 	// adds the server name.
 	Logger hclog.Logger
-	// Dialer makes links to the server. Required.
+	// Dialer makes links to the server. Required, except for a server held
+	// in needs_config (config.Server.MissingEnv), which is never dialed.
 	Dialer transport.Dialer
 	// OnCatalog is called from the supervisor's goroutine after every
 	// (re)connect and upstream list_changed with the fresh catalog, and with
@@ -488,8 +498,11 @@ func (s *Supervisor) Status() Status {
 	if s.lastErr != nil {
 		st.LastError = recovery.Redact(s.lastErr.Error())
 	}
-	if s.state == StateNeedsLogin {
+	switch s.state {
+	case StateNeedsLogin:
 		st.Action = s.loginAction()
+	case StateNeedsConfig:
+		st.Action = s.configAction()
 	}
 	if c := s.catalog; c != nil {
 		st.Tools, st.Resources, st.Prompts = len(c.Tools), len(c.Resources)+len(c.Templates), len(c.Prompts)
@@ -586,6 +599,11 @@ func (s *Supervisor) run() {
 		answer(waiters, stopped)
 		answer(s.takeWaiters(), stopped)
 	}()
+
+	if len(s.cfg.MissingEnv) > 0 {
+		s.holdForConfig()
+		return
+	}
 
 	failures := 0
 	// parks counts the parks since a session last proved healthy: each
@@ -839,6 +857,40 @@ func (s *Supervisor) awaitLogin(shown func()) bool {
 			}
 		}
 	}
+}
+
+// holdForConfig keeps a server whose block reads unset environment
+// variables in needs_config until stop: starting it with the variables
+// empty would only fail later and less clearly (an empty API key is a 401).
+// A Revive is told at once why nothing was tried.
+func (s *Supervisor) holdForConfig() {
+	err := s.missingEnvError()
+	s.recordError(err)
+	s.setState(StateNeedsConfig, time.Time{})
+	s.logger.Error("server not started: its block reads environment variables that are not set", "action", s.configAction(), "missing", strings.Join(s.cfg.MissingEnv, ","))
+	held := &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: "not started: " + s.configAction(), Err: err}
+	for {
+		answer(s.takeWaiters(), held)
+		select {
+		case <-s.stopCh:
+			return
+		case <-s.revive:
+		}
+	}
+}
+
+// missingEnvError says which variables a needs_config server lacks.
+func (s *Supervisor) missingEnvError() error {
+	quoted := make([]string, len(s.cfg.MissingEnv))
+	for i, n := range s.cfg.MissingEnv {
+		quoted[i] = fmt.Sprintf("%q", n)
+	}
+	return fmt.Errorf("environment variable %s read by env() in its block is not set", strings.Join(quoted, ", "))
+}
+
+// configAction is what a person must do for a needs_config server to run.
+func (s *Supervisor) configAction() string {
+	return fmt.Sprintf("set %s in mcpvisor's environment and restart mcpvisor (or give env() a default)", strings.Join(s.cfg.MissingEnv, ", "))
 }
 
 // loginAction is what a person must run for the server to come back.
