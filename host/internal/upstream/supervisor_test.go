@@ -1110,3 +1110,35 @@ exec %[2]q`, count, echoBin)
 		t.Fatalf("call after the third start: %v", err)
 	}
 }
+
+// Revive reports the outcome of the attempt it caused, however fast it
+// fails: a server that exits at once is parked again before a poll of its
+// state could see it leave park (issue #24).
+func TestReviveReportsItsAttempt(t *testing.T) {
+	srv := stdioServer("broken", "sh", "-c", "echo 'no database' >&2; exit 4")
+	srv.Reconnect.MaxRetries = 0
+	h := start(t, srv, nil)
+	h.waitState("parked", 0)
+	for i := range 3 {
+		select {
+		case err := <-h.sup.Revive():
+			var re *recovery.Error
+			if !errors.As(err, &re) || !strings.Contains(err.Error(), "parked again") || !strings.Contains(err.Error(), "exit status 4") {
+				t.Fatalf("revive %d: %v; want the attempt's error saying the server is parked again", i, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("revive %d: no outcome", i)
+		}
+	}
+
+	ok := start(t, stdioServer("echo", echoBin), nil)
+	ok.waitState("ready", 1)
+	select {
+	case err := <-ok.sup.Revive():
+		if err != nil {
+			t.Fatalf("revive of a ready server: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("revive of a ready server: no outcome")
+	}
+}
