@@ -615,8 +615,10 @@ func (s *Supervisor) run() {
 	// of a remote server (remoteProbeDue).
 	early := false
 	// retriedEarly is set for an attempt a call made during the backoff
-	// (earlyRetry).
+	// (earlyRetry); scheduled is when the server's own next attempt was
+	// due, which such an attempt does not move.
 	retriedEarly := false
+	var scheduled time.Time
 	for attempt := 0; ; attempt++ {
 		waiters = append(waiters, s.takeWaiters()...)
 		sess, err := s.connect()
@@ -646,11 +648,13 @@ func (s *Supervisor) run() {
 				s.setFailures(0)
 				continue
 			}
-			if !retriedEarly {
-				failures++
-			}
 			s.recordError(err)
-			s.logger.Warn("connect failed", "attempt", failures, "early", retriedEarly, "error", recovery.Redact(err.Error()))
+			if retriedEarly {
+				s.logger.Debug("connect made by a call during the backoff failed", "error", recovery.Redact(err.Error()))
+			} else {
+				failures++
+				s.logger.Warn("connect failed", "attempt", failures, "error", recovery.Redact(err.Error()))
+			}
 			// Only what no retry can change (a missing or non-executable
 			// command) parks at once. A process that exits before
 			// initialize, even the same way every time, may be waiting
@@ -707,19 +711,26 @@ func (s *Supervisor) run() {
 		}
 		delay := s.backoff(failures)
 		next := time.Now().Add(delay)
+		if retriedEarly && err != nil && time.Now().Before(scheduled) {
+			// The server's own attempt is still due when it was.
+			delay, next = time.Until(scheduled), scheduled
+		}
+		scheduled = next
 		s.earlyRetry.Store(false)
 		s.setState(StateReconnecting, next)
 		if err != nil {
 			answer(waiters, s.attemptFailed(err, StateReconnecting, next))
 			waiters = nil
 		}
+		if delay > 0 && !retriedEarly {
+			s.logger.Info("reconnecting after backoff", "delay", delay.Round(time.Millisecond), "attempt", failures+1)
+		}
 		retriedEarly = false
 		if delay > 0 {
-			s.logger.Info("reconnecting after backoff", "delay", delay.Round(time.Millisecond), "attempt", failures+1)
 			if !s.sleep(delay) {
 				return
 			}
-			retriedEarly = s.earlyRetry.Swap(false)
+			retriedEarly = s.earlyRetry.Swap(false) && time.Now().Before(scheduled)
 		}
 	}
 }
