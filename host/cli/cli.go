@@ -519,7 +519,7 @@ func runningHost(path string, stdio IO) (target, bool) {
 // startOneShot starts a host for a one-shot command and waits for its
 // servers to settle, reporting servers that are not ready.
 func startOneShot(path string, stdio IO) (*host.Host, int) {
-	cfg, ok := loadConfig(path, stdio)
+	cfg, ok := loadWith(config.LoadForRun, path, stdio)
 	if !ok {
 		return nil, ExitUsage
 	}
