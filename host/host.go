@@ -196,6 +196,10 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 			return nil, fmt.Errorf("server %q: %w", srv.Name, err)
 		}
 	}
+	if len(srv.MissingEnv) > 0 {
+		// Held in needs_config, never dialed: its block is incomplete.
+		return h.supervisorFor(srv, nil), nil
+	}
 	hc := h.opts.httpClient
 	if h.telemetry.Tracing() {
 		// Requests of a traced operation carry its traceparent header.
@@ -215,6 +219,12 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 	if err != nil {
 		return nil, err
 	}
+	return h.supervisorFor(srv, d), nil
+}
+
+// supervisorFor makes the supervisor of srv, reaching it through d (nil
+// for a server held in needs_config).
+func (h *Host) supervisorFor(srv *config.Server, d transport.Dialer) *upstream.Supervisor {
 	var obs upstream.Observer
 	if h.telemetry != nil {
 		obs = h.telemetry
@@ -247,7 +257,7 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 			h.gateway.NotifyResourceUpdated(context.Background(), p.URI)
 		},
 	})
-	return sup, nil
+	return sup
 }
 
 // setRoots hands the roots of the downstream client that last connected
@@ -453,15 +463,23 @@ func (h *Host) Sessions() int { return h.gateway.Sessions() }
 
 // Revive asks the named server to try connecting now: a parked server
 // starts again with a fresh retry budget, and one waiting out its reconnect
-// backoff skips the rest of the wait. It returns at once; Status shows the
-// outcome. An unknown name is an error wrapping ErrUnknownServer.
-func (h *Host) Revive(name string) error {
+// backoff skips the rest of the wait. It waits for the outcome of the
+// attempt it caused (bounded by the server's connect_timeout) and returns
+// nil when the server is ready (at once if it already was), or that
+// attempt's error, which says whether the server is parked again or
+// reconnecting. If ctx ends first it returns an error wrapping ctx's. An
+// unknown name is an error wrapping ErrUnknownServer.
+func (h *Host) Revive(ctx context.Context, name string) error {
 	s, err := h.sup(name)
 	if err != nil {
 		return err
 	}
-	s.Revive()
-	return nil
+	select {
+	case err := <-s.Revive():
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("server %q: revived, but its attempt had no outcome yet (see `mcpvisor status`): %w", name, ctx.Err())
+	}
 }
 
 // Tools returns the exposed tools, sorted by exposed name.
@@ -639,8 +657,10 @@ func (h *Host) Reload(ctx context.Context, cfg *config.Config) (ReloadResult, er
 // and a fresh retry budget, whatever its state: the new one starts and gets
 // ready beside the old one, which finishes its calls in flight and stops
 // (calls that still meet it are told "restarted by request"). It returns
-// when the swap is done or ctx ends. An unknown name is an error wrapping
-// ErrUnknownServer.
+// when the swap is done or ctx ends: nil when the new one is ready, or the
+// error of its first connect attempt (it then goes on as any server whose
+// attempt failed: reconnecting, or parked). An unknown name is an error
+// wrapping ErrUnknownServer.
 func (h *Host) Restart(ctx context.Context, name string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -708,13 +728,24 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 		sup.SetRoots(h.roots)
 	}
 	h.rootsMu.Unlock()
+	// startErr is the first attempt's error of the server named restart.
+	var startErr error
 	if h.started {
+		first := map[string]<-chan error{}
 		for _, sup := range toStart {
-			sup.Start()
+			first[sup.Name()] = sup.Start()
 		}
 		for _, name := range res.Restarted {
-			if err := next.sups[name].WaitSettled(ctx); err != nil {
+			select {
+			case err := <-first[name]:
+				if err != nil && name == restart {
+					startErr = err
+				}
+			case <-ctx.Done():
 				h.logger.Warn("reload: restarted server not ready in time; switching to it anyway", "server", name)
+				if name == restart {
+					startErr = fmt.Errorf("server %q: restarted, but its first attempt had no outcome yet (see `mcpvisor status`): %w", name, ctx.Err())
+				}
 			}
 		}
 	}
@@ -732,7 +763,7 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 		}
 	}
 	err := retire(ctx, old.sups, res.Restarted, reason)
-	err = errors.Join(err, retire(ctx, old.sups, res.Removed, "removed by reload"))
+	err = errors.Join(startErr, err, retire(ctx, old.sups, res.Removed, "removed by reload"))
 	return res, err
 }
 

@@ -355,7 +355,9 @@ server "notes" {
 	}
 	resp.Body.Close()
 
-	if err := h.Revive("echo"); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Revive(ctx, "echo"); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, "/readyz 200 after revive", func() bool {

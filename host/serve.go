@@ -121,7 +121,7 @@ func (h *Host) Handler() http.Handler {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "ok\n")
 		})
-		mux.HandleFunc("POST /control/revive", h.control(h.reviveAndWait))
+		mux.HandleFunc("POST /control/revive", h.control(h.Revive))
 		mux.HandleFunc("POST /control/restart", h.control(h.Restart))
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 			h.readyzAsked.Store(true)
@@ -275,39 +275,6 @@ func (h *Host) control(act func(ctx context.Context, name string) error) http.Ha
 		}
 		w.WriteHeader(status)
 		json.NewEncoder(w).Encode(res)
-	}
-}
-
-// reviveAndWait revives the named server and waits, within ctx, for the
-// outcome: ready, or parked again.
-func (h *Host) reviveAndWait(ctx context.Context, name string) error {
-	if err := h.Revive(name); err != nil {
-		return err
-	}
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	left := false
-	for {
-		for _, st := range h.Status() {
-			if st.Name != name {
-				continue
-			}
-			switch st.State {
-			case "ready":
-				return nil
-			case "parked":
-				if left {
-					return fmt.Errorf("server %q parked again: %s", name, st.LastError)
-				}
-			default:
-				left = true
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil // still trying; the status says how far it got
-		case <-t.C:
-		}
 	}
 }
 

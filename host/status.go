@@ -16,8 +16,10 @@ type ServerStatus struct {
 	// Transport is "stdio", "streamable-http", "sse" or "plugin".
 	Transport string `json:"transport"`
 	// State is "starting", "ready", "reconnecting", "parked",
-	// "needs_login" (an OAuth server whose tokens could not be refreshed)
-	// or "stopped"; "disabled" for a block with enabled = false.
+	// "needs_login" (an OAuth server whose tokens could not be refreshed),
+	// "needs_config" (its block reads an environment variable that is not
+	// set; it is not started) or "stopped"; "disabled" for a block with
+	// enabled = false.
 	State string `json:"state"`
 	// Since is when the server entered State.
 	Since time.Time `json:"since"`

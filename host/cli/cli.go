@@ -173,7 +173,14 @@ func newBareFlags(name string, stdio IO) *flag.FlagSet {
 
 // loadConfig loads the file, printing diagnostics as HCL renders them.
 func loadConfig(path string, stdio IO) (*config.Config, bool) {
-	cfg, err := config.Load(path)
+	return loadWith(config.Load, path, stdio)
+}
+
+// loadWith is loadConfig with another loader (config.LoadForRun for `run`
+// and its reloads: a server that reads an unset variable is held, not
+// fatal).
+func loadWith(load func(string) (*config.Config, error), path string, stdio IO) (*config.Config, bool) {
+	cfg, err := load(path)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: invalid configuration:\n%s\n", strings.TrimRight(err.Error(), "\n"))
 		return nil, false
@@ -311,7 +318,7 @@ func runCmd(args []string, stdio IO) int {
 	if !parseNoArgs(fs, args, stdio) {
 		return ExitUsage
 	}
-	cfg, ok := loadConfig(*path, stdio)
+	cfg, ok := loadWith(config.LoadForRun, *path, stdio)
 	if !ok {
 		return ExitUsage
 	}
@@ -525,7 +532,7 @@ func returnMemoryAfterSessions(ctx context.Context, h *host.Host, logger hclog.L
 // reload re-reads the configuration on SIGHUP. An invalid file changes
 // nothing: the host keeps running what it has and says why.
 func reload(ctx context.Context, h *host.Host, path string, logger hclog.Logger) {
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadForRun(path)
 	if err != nil {
 		logger.Error("reload: configuration invalid; keeping the running one", "file", path, "error", err.Error())
 		return
@@ -564,7 +571,7 @@ func runningHost(path string, stdio IO) (target, bool) {
 // startOneShot starts a host for a one-shot command and waits for its
 // servers to settle, reporting servers that are not ready.
 func startOneShot(path string, stdio IO) (*host.Host, int) {
-	cfg, ok := loadConfig(path, stdio)
+	cfg, ok := loadWith(config.LoadForRun, path, stdio)
 	if !ok {
 		return nil, ExitUsage
 	}

@@ -252,6 +252,13 @@ type Server struct {
 	// DeclRange is where the block was declared, for errors that point back
 	// into the file. Zero when built in Go.
 	DeclRange hcl.Range
+
+	// MissingEnv (set by LoadForRun only) names the environment variables
+	// the block reads with env() and no default that were unset when the
+	// file was loaded. Such a server is not started: it is held in the
+	// needs_config state, saying what to set, while the others run. Its
+	// other settings are incomplete and were not checked.
+	MissingEnv []string
 }
 
 // Plugin is a `plugin "name" { … }` block inside a server block.

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -646,5 +647,48 @@ func TestProtocolVersionsIsACopy(t *testing.T) {
 	v[0] = "changed"
 	if config.ProtocolVersions()[0] == "changed" {
 		t.Error("ProtocolVersions returns shared state")
+	}
+}
+
+// LoadForRun holds a server whose only errors are env() of unset variables
+// (MissingEnv) and loads the rest; any other error still fails, and Load
+// still refuses the file (validate).
+func TestLoadForRunHoldsUnsetEnv(t *testing.T) {
+	os.Unsetenv("MCPVISOR_TEST_UNSET")
+	os.Unsetenv("MCPVISOR_TEST_UNSET2")
+	path := filepath.Join(t.TempDir(), "config.hcl")
+	write := func(src string) {
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`
+server "ok" { command = "echo" }
+server "paid" {
+  url     = env("MCPVISOR_TEST_UNSET")
+  headers = { Authorization = "Bearer ${env("MCPVISOR_TEST_UNSET2")}" }
+}
+`)
+	cfg, err := config.LoadForRun(path)
+	if err != nil {
+		t.Fatalf("LoadForRun: %v", err)
+	}
+	if got := cfg.Servers[1].MissingEnv; !slices.Equal(got, []string{"MCPVISOR_TEST_UNSET", "MCPVISOR_TEST_UNSET2"}) {
+		t.Errorf("MissingEnv = %q", got)
+	}
+	if len(cfg.Servers[0].MissingEnv) != 0 {
+		t.Errorf("the other server has MissingEnv %q", cfg.Servers[0].MissingEnv)
+	}
+	if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), "MCPVISOR_TEST_UNSET") {
+		t.Errorf("Load: %v; want the unset variable reported", err)
+	}
+	write(`
+server "paid" {
+  command = env("MCPVISOR_TEST_UNSET")
+  timeout = "soon"
+}
+`)
+	if _, err := config.LoadForRun(path); err == nil || !strings.Contains(err.Error(), "soon") {
+		t.Errorf("LoadForRun of a block with another error too: %v; want that error", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 )
@@ -59,10 +60,39 @@ func envFunc() function.Function {
 			if len(args) == 2 {
 				return args[1], nil
 			}
-			return cty.UnknownVal(cty.String), function.NewArgErrorf(0,
-				"environment variable %q is not set; set it, or write env(%q, \"default\") to supply a default", name, name)
+			return cty.UnknownVal(cty.String), function.NewArgError(0, &unsetEnvError{name: name})
 		},
 	})
+}
+
+// unsetEnvError is env()'s error for a variable that is not set and has no
+// default. LoadForRun tells it from every other error to hold only the
+// server that needs it.
+type unsetEnvError struct{ name string }
+
+func (e *unsetEnvError) Error() string {
+	return fmt.Sprintf("environment variable %q is not set; set it, or write env(%q, \"default\") to supply a default", e.name, e.name)
+}
+
+// unsetEnvName returns the variable an env() diagnostic says is unset, or
+// "" when diag is about anything else.
+func unsetEnvName(diag *hcl.Diagnostic) string {
+	extra, ok := diag.Extra.(hclsyntax.FunctionCallDiagExtra)
+	if !ok || extra.CalledFunctionName() != "env" {
+		return ""
+	}
+	// cty's function.ArgError hides the error it wraps (no Unwrap), so the
+	// message is matched instead: exactly the one unsetEnvError makes for
+	// the name it carries.
+	msg := extra.FunctionCallError().Error()
+	var name string
+	if _, err := fmt.Sscanf(msg, "environment variable %q is not set", &name); err != nil {
+		return ""
+	}
+	if msg != (&unsetEnvError{name: name}).Error() {
+		return ""
+	}
+	return name
 }
 
 // fileFunc is file("path"): the contents of a UTF-8 text file, unchanged

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,7 +49,32 @@ func Load(path string) (*Config, error) {
 	if abs, err := filepath.Abs(baseDir); err == nil {
 		baseDir = abs
 	}
-	cfg, err := parse(src, path, baseDir)
+	cfg, err := parse(src, path, baseDir, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.loadLockFor(path); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// LoadForRun is Load for a host about to run the file: a server block
+// whose only errors are env() calls of unset variables without a default
+// does not fail the load. That server is returned with MissingEnv set (its
+// other settings unchecked) and the host holds it in needs_config while
+// the other servers run: one missing secret does not stop every server.
+// `mcpvisor validate` uses Load, which still reports it as an error.
+func LoadForRun(path string) (*Config, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return Load(path) // the same diagnostic as Load's
+	}
+	baseDir := filepath.Dir(path)
+	if abs, err := filepath.Abs(baseDir); err == nil {
+		baseDir = abs
+	}
+	cfg, err := parse(src, path, baseDir, true)
 	if err != nil {
 		return nil, err
 	}
@@ -96,10 +122,12 @@ func LoadHost(path string) (*Host, error) {
 // and its directory, as given, is where relative paths are resolved. Parse
 // reads no lock file. Any error is a *DiagnosticsError.
 func Parse(src []byte, filename string) (*Config, error) {
-	return parse(src, filename, filepath.Dir(filename))
+	return parse(src, filename, filepath.Dir(filename), false)
 }
 
-func parse(src []byte, filename, baseDir string) (*Config, error) {
+// parse decodes src. holdUnset makes a server block whose only errors are
+// env() of unset variables a server with MissingEnv (LoadForRun).
+func parse(src []byte, filename, baseDir string, holdUnset bool) (*Config, error) {
 	p := hclparse.NewParser()
 	file, diags := p.ParseHCL(src, filename)
 	if diags.HasErrors() {
@@ -120,7 +148,8 @@ func parse(src []byte, filename, baseDir string) (*Config, error) {
 		src:     newSourceMap(),
 		// A misspelled required attribute is already reported as
 		// unsupported; reporting it missing as well would be noise.
-		quiet: diags.HasErrors(),
+		quiet:     diags.HasErrors(),
+		holdUnset: holdUnset,
 	}
 	cfg := d.config(&raw, filename)
 	diags = append(diags, d.diags...)
@@ -143,6 +172,8 @@ type decoder struct {
 	src     *sourceMap
 	diags   hcl.Diagnostics
 	quiet   bool // skip "missing required attribute" errors
+	// holdUnset: see parse.
+	holdUnset bool
 }
 
 func (d *decoder) config(raw *fileSchema, filename string) *Config {
@@ -154,9 +185,39 @@ func (d *decoder) config(raw *fileSchema, filename string) *Config {
 		if rs == nil {
 			continue
 		}
-		c.Servers = append(c.Servers, d.server(rs))
+		before := len(d.diags)
+		s := d.server(rs)
+		if d.holdUnset {
+			d.holdIfOnlyUnsetEnv(s, before)
+		}
+		c.Servers = append(c.Servers, s)
 	}
 	return c
+}
+
+// holdIfOnlyUnsetEnv drops the diagnostics decoding s added (from index
+// before) and records the variables in s.MissingEnv when every one of
+// them is an env() of an unset variable; any other error is kept, so the
+// load still fails for it.
+func (d *decoder) holdIfOnlyUnsetEnv(s *Server, before int) {
+	var names []string
+	for _, diag := range d.diags[before:] {
+		if diag.Severity != hcl.DiagError {
+			continue
+		}
+		name := unsetEnvName(diag)
+		if name == "" {
+			return
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	d.diags = d.diags[:before]
+	s.MissingEnv = names
 }
 
 func (d *decoder) host(rh *hostSchema, h *Host) {

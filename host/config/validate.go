@@ -99,6 +99,11 @@ func (c *Config) check(src *sourceMap) hcl.Diagnostics {
 		} else {
 			first[s.Name] = s
 		}
+		if len(s.MissingEnv) > 0 {
+			// Held in needs_config, never started: its settings are
+			// incomplete (LoadForRun).
+			continue
+		}
 		k.server(s)
 	}
 	return k.diags

@@ -244,6 +244,8 @@ type serverStatus struct {
 	Name      string `json:"name"`
 	State     string `json:"state"`
 	LastError string `json:"last_error"`
+	// NextAttempt is when a reconnecting or parked server tries again.
+	NextAttempt time.Time `json:"next_attempt"`
 }
 
 // status returns /status's servers by name.

@@ -173,13 +173,30 @@ func Classify(ctx context.Context, err error) Class {
 		return Timeout
 	}
 	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
+	if errors.As(err, &wire) && !isRejectedByTransport(wire) {
 		return Application
 	}
 	if http401.MatchString(err.Error()) {
 		return Auth
 	}
 	return Transport
+}
+
+// rejectedByTransport is the code and message of the go-sdk's
+// jsonrpc2.ErrRejected (an internal package, so not importable): the SDK's
+// HTTP client wraps a request that never got an answer from the server in
+// it — connection refused or reset, a 502/503/504 — so that one failed POST
+// does not close the session. It is a *jsonrpc.Error, but no upstream sent
+// it: the server was not reached, which is a transport failure, not the
+// server's answer. An upstream's own JSON-RPC error in a non-2xx body is
+// wrapped before it, so errors.As still finds that one first.
+const (
+	rejectedByTransportCode    = -32005
+	rejectedByTransportMessage = "rejected by transport"
+)
+
+func isRejectedByTransport(e *jsonrpc.Error) bool {
+	return e.Code == rejectedByTransportCode && e.Message == rejectedByTransportMessage
 }
 
 // Error is an error mcpvisor itself produced about an upstream operation.

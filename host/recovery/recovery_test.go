@@ -132,3 +132,24 @@ func TestErrorMessage(t *testing.T) {
 		t.Error("Error does not unwrap")
 	}
 }
+
+// The go-sdk wraps a POST that never reached the server (connection
+// refused, 502/503/504) in its jsonrpc2.ErrRejected, a *jsonrpc.Error with
+// code -32005 that no upstream sent: a transport failure. An upstream's own
+// JSON-RPC error that the SDK wraps before it stays an application error.
+func TestRejectedByTransportIsTransport(t *testing.T) {
+	rejected := &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}
+	refused := fmt.Errorf("calling %q: sending %q: %w: Post \"http://127.0.0.1:1/mcp\": %w", "tools/call", "tools/call", rejected, io.ErrUnexpectedEOF)
+	if got := recovery.Classify(context.Background(), refused); got != recovery.Transport {
+		t.Errorf("Classify(a refused POST) = %v, want transport", got)
+	}
+	own := &jsonrpc.Error{Code: -32602, Message: "bad params"}
+	answered := fmt.Errorf("POST: %w: %w: Bad Request", own, rejected)
+	if got := recovery.Classify(context.Background(), answered); got != recovery.Application {
+		t.Errorf("Classify(an upstream's error in a 400) = %v, want application", got)
+	}
+	same := &jsonrpc.Error{Code: -32005, Message: "the upstream's own -32005"}
+	if got := recovery.Classify(context.Background(), same); got != recovery.Application {
+		t.Errorf("Classify(an upstream's own -32005) = %v, want application", got)
+	}
+}

@@ -472,6 +472,7 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 	// fails its attempt within a millisecond).
 	revived, leftPark := false, false
 	var parkedUntil time.Time
+	var probeAgain <-chan time.Time
 	for {
 		if sess := s.cur.Load(); sess != nil && !sess.isDead() {
 			return sess, nil
@@ -488,6 +489,9 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
 		case StateNeedsLogin:
 			return nil, s.needsLoginError(op, lastErr)
+		case StateNeedsConfig:
+			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
+				Reason: "not started: " + s.configAction(), Err: lastErr}
 		case StateParked:
 			if revived && !leftPark {
 				break // the supervisor has not left park yet
@@ -506,14 +510,28 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 			// This call is the half-open probe: start the server and wait
 			// for it, within the call's deadline.
 			revived, parkedUntil = true, next
-			s.Revive()
+			signal(s.revive)
 		case StateReconnecting:
+			// A remote server waiting out its backoff is tried now, at
+			// most once per remoteProbeEvery for all calls: one back from
+			// a short outage serves the calls made once it is back, not
+			// after the rest of a multi-second delay.
+			if s.probeRemote(state, next) {
+				break
+			}
 			if dl, ok := ctx.Deadline(); ok && !next.IsZero() && dl.Before(next) {
 				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
 					Reason: "reconnecting", Err: lastErr, RetryAt: next}
 			}
+			if s.cfg.URL != "" && !next.IsZero() && probeAgain == nil {
+				// Waiting for the next attempt: probe again when the rate
+				// limit allows.
+				probeAgain = time.After(remoteProbeEvery)
+			}
 		}
 		select {
+		case <-probeAgain:
+			probeAgain = nil
 		case <-changed:
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) {

@@ -10,6 +10,7 @@ Design note: the state machine.
     starting ─► ready ⇄ reconnecting ─► parked ─► (revive) starting
         └──────────┴──────┴─► needs_login ─► (new tokens stored) reconnecting
                                                    stopped (from anywhere)
+    needs_config ─► stopped
 
 One goroutine (run) owns every transition. Callers never change state; they
 read the published session (an atomic pointer, so the call path takes no
@@ -26,11 +27,23 @@ Parked is not dead: the supervisor keeps running, waiting for a revive
 signal (a half-open probe call, or Revive from the library), its own slow
 ParkedRetry timer, or shutdown.
 
+Whoever asks for an attempt and must report how it went (Start, Revive:
+`mcpvisor revive`, `restart`) gets the outcome of that attempt itself, not a
+later look at the state: a server that fails within milliseconds of a
+revive is parked again before any poll could see it leave. The waiter is
+registered before the signal; the run loop takes the waiters when an
+attempt starts and answers them once the attempt's outcome is visible in
+Status (ready, reconnecting with a next attempt time, parked again).
+
 needs_login is parked for a reason no retry can fix: an OAuth server whose
 tokens are missing or could not be refreshed. Its tools are withdrawn at
 once, without spending the retry budget, and the supervisor polls the token
 store (loginPollInterval) until `mcpvisor login` has stored new tokens, so
 a running host recovers without a restart.
+
+needs_config is a server whose block reads an environment variable that was
+not set when the file was loaded (config.Server.MissingEnv): it is never
+started, so no tool of it is listed; status and calls say what to set.
 */
 
 import (
@@ -65,6 +78,7 @@ const (
 	StateParked
 	StateStopped
 	StateNeedsLogin
+	StateNeedsConfig
 )
 
 // String returns the state's name as shown in status.
@@ -82,6 +96,8 @@ func (s State) String() string {
 		return "stopped"
 	case StateNeedsLogin:
 		return "needs_login"
+	case StateNeedsConfig:
+		return "needs_config"
 	}
 	return "unknown"
 }
@@ -140,7 +156,8 @@ type Options struct {
 	// Logger is the host's logger; the supervisor names it "upstream" and
 	// adds the server name.
 	Logger hclog.Logger
-	// Dialer makes links to the server. Required.
+	// Dialer makes links to the server. Required, except for a server held
+	// in needs_config (config.Server.MissingEnv), which is never dialed.
 	Dialer transport.Dialer
 	// OnCatalog is called from the supervisor's goroutine after every
 	// (re)connect and upstream list_changed with the fresh catalog, and with
@@ -263,6 +280,12 @@ type Supervisor struct {
 	// failure re-parks without lengthening the parked wait, which counts
 	// the server's own attempts, not the calls'.
 	earlyRevive atomic.Bool
+	// earlyRetry is set when a call or a tools/list cuts a remote server's
+	// reconnect backoff short (probeRemote): a failure of that attempt is
+	// not charged to the retry budget, which counts the server's own
+	// attempts, so calls cannot park a server sooner than it would park
+	// by itself.
+	earlyRetry atomic.Bool
 
 	// readOnly holds the names of tools that declared readOnlyHint, from the
 	// last catalog; read lock-free on the call path.
@@ -280,6 +303,12 @@ type Supervisor struct {
 	failedErr   error         // what that caller saw
 	changed     chan struct{} // closed and replaced on every change
 	catalog     *registry.Catalog
+	// outcomeWaiters (guarded by mu) wait for the outcome of the next
+	// connect attempt (Start, Revive); the run loop takes them when that
+	// attempt starts. exited (guarded by mu) is set once the run loop has
+	// returned: a waiter registered later is answered at once.
+	outcomeWaiters []chan error
+	exited         bool
 
 	// rootsMu guards roots, the roots SetRoots last gave the SDK client.
 	rootsMu sync.Mutex
@@ -371,9 +400,14 @@ func (s *Supervisor) Name() string { return s.name }
 // Config returns the server block this supervisor runs.
 func (s *Supervisor) Config() config.Server { return s.cfg }
 
-// Start begins connecting in the background. It returns at once.
-func (s *Supervisor) Start() {
+// Start begins connecting in the background. It returns at once, with a
+// channel that receives the outcome of the first connect attempt: nil when
+// the server is ready, or why the attempt failed (the server is then
+// reconnecting or parked, as Status shows).
+func (s *Supervisor) Start() <-chan error {
+	out := s.awaitOutcome()
 	go s.run()
+	return out
 }
 
 // Stop shuts the server down: the supervisor stops, the session closes and
@@ -400,8 +434,67 @@ func (s *Supervisor) StopFor(ctx context.Context, reason string) error {
 func (s *Supervisor) Done() <-chan struct{} { return s.done }
 
 // Revive asks a parked server to reconnect now, and a server waiting out a
-// backoff delay to try at once.
-func (s *Supervisor) Revive() { signal(s.revive) }
+// backoff delay to try at once. It returns a channel that receives the
+// outcome of the attempt the revive causes: nil once the server is ready
+// (at once if it already was), or an error saying the attempt failed and
+// whether the server is parked again or reconnecting. The attempt is
+// bounded by connect_timeout. The channel is buffered: a caller that does
+// not want the outcome may drop it.
+func (s *Supervisor) Revive() <-chan error {
+	out := s.awaitOutcome()
+	signal(s.revive)
+	return out
+}
+
+// awaitOutcome registers a waiter for the outcome of the next connect
+// attempt.
+func (s *Supervisor) awaitOutcome() <-chan error {
+	ch := make(chan error, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exited {
+		ch <- &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
+		return ch
+	}
+	s.outcomeWaiters = append(s.outcomeWaiters, ch)
+	return ch
+}
+
+// takeWaiters removes and returns the waiters for the next attempt.
+func (s *Supervisor) takeWaiters() []chan error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.outcomeWaiters
+	s.outcomeWaiters = nil
+	return ws
+}
+
+// waitersPending reports whether someone waits for an attempt to start.
+func (s *Supervisor) waitersPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.outcomeWaiters) > 0
+}
+
+// answer tells waiters an attempt's outcome.
+func answer(waiters []chan error, err error) {
+	for _, ch := range waiters {
+		ch <- err
+	}
+}
+
+// attemptFailed is what the waiters of a failed attempt are told: why it
+// failed and what the server does next (state is where it is now).
+func (s *Supervisor) attemptFailed(err error, state State, next time.Time) error {
+	reason := "the connect attempt failed; reconnecting"
+	switch state {
+	case StateParked:
+		reason = "the connect attempt failed; parked again"
+	case StateNeedsLogin:
+		reason = "the connect attempt failed; needs a login (" + s.loginAction() + ")"
+	}
+	return &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: reason, Err: err, RetryAt: next}
+}
 
 // Status returns a snapshot of the supervisor's state.
 func (s *Supervisor) Status() Status {
@@ -420,8 +513,11 @@ func (s *Supervisor) Status() Status {
 	if s.lastErr != nil {
 		st.LastError = recovery.Redact(s.lastErr.Error())
 	}
-	if s.state == StateNeedsLogin {
+	switch s.state {
+	case StateNeedsLogin:
 		st.Action = s.loginAction()
+	case StateNeedsConfig:
+		st.Action = s.configAction()
 	}
 	if c := s.catalog; c != nil {
 		st.Tools, st.Resources, st.Prompts = len(c.Tools), len(c.Resources)+len(c.Templates), len(c.Prompts)
@@ -507,10 +603,23 @@ func (s *Supervisor) publishCatalog(cat *registry.Catalog) {
 // run is the one goroutine that owns the supervisor's state.
 func (s *Supervisor) run() {
 	defer close(s.done)
+	// waiters are those of the attempt in progress (Start, Revive).
+	var waiters []chan error
 	defer func() {
 		s.publishCatalog(nil)
 		s.setState(StateStopped, time.Time{})
+		s.mu.Lock()
+		s.exited = true
+		s.mu.Unlock()
+		stopped := &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
+		answer(waiters, stopped)
+		answer(s.takeWaiters(), stopped)
 	}()
+
+	if len(s.cfg.MissingEnv) > 0 {
+		s.holdForConfig()
+		return
+	}
 
 	failures := 0
 	// parks counts the parks since a session last proved healthy: each
@@ -521,11 +630,13 @@ func (s *Supervisor) run() {
 	// early is set when the attempt after a park was a call's early probe
 	// of a remote server (remoteProbeDue).
 	early := false
-	// exitedAs is how the last failed attempt's process exited before
-	// initialize ("" if it did not); the same exit twice in a row is as
-	// permanent as a missing command.
-	exitedAs := ""
+	// retriedEarly is set for an attempt a call made during the backoff
+	// (earlyRetry); scheduled is when the server's own next attempt was
+	// due, which such an attempt does not move.
+	retriedEarly := false
+	var scheduled time.Time
 	for attempt := 0; ; attempt++ {
+		waiters = append(waiters, s.takeWaiters()...)
 		sess, err := s.connect()
 		if s.opts.Observer != nil && !(err != nil && s.isStopping()) {
 			var gen uint64
@@ -543,22 +654,33 @@ func (s *Supervisor) run() {
 			// login grants it, like one without valid tokens.
 			if errors.Is(err, recovery.ErrNeedsLogin) || errors.Is(err, recovery.ErrInsufficientScope) {
 				s.recordError(err)
-				if !s.awaitLogin() {
+				if !s.awaitLogin(func() {
+					answer(waiters, s.attemptFailed(err, StateNeedsLogin, time.Time{}))
+					waiters = nil
+				}) {
 					return
 				}
 				failures = 0
 				s.setFailures(0)
 				continue
 			}
-			failures++
 			s.recordError(err)
-			s.logger.Warn("connect failed", "attempt", failures, "error", recovery.Redact(err.Error()))
-			sig := exitSignature(err)
-			permanent = errors.Is(err, recovery.ErrCannotStart) || (sig != "" && sig == exitedAs)
-			exitedAs = sig
+			if retriedEarly {
+				s.logger.Debug("connect made by a call during the backoff failed", "error", recovery.Redact(err.Error()))
+			} else {
+				failures++
+				s.logger.Warn("connect failed", "attempt", failures, "error", recovery.Redact(err.Error()))
+			}
+			// Only what no retry can change (a missing or non-executable
+			// command) parks at once. A process that exits before
+			// initialize, even the same way every time, may be waiting
+			// for something that is ready a moment later (a database, a
+			// socket, a file): it follows the backoff and the budget.
+			permanent = errors.Is(err, recovery.ErrCannotStart)
 		} else {
-			exitedAs = ""
 			probing = false
+			answer(waiters, nil)
+			waiters = nil
 			healthy, deathErr := s.serve(sess, &failures)
 			s.cur.Store(nil)
 			if !s.isStopping() {
@@ -590,7 +712,12 @@ func (s *Supervisor) run() {
 			if !(probing && early) {
 				parks++
 			}
-			if !s.park(s.parkedDelay(parks)) {
+			if !s.park(s.parkedDelay(parks), func(next time.Time) {
+				if err != nil {
+					answer(waiters, s.attemptFailed(err, StateParked, next))
+					waiters = nil
+				}
+			}) {
 				return
 			}
 			early = s.earlyRevive.Swap(false)
@@ -600,33 +727,28 @@ func (s *Supervisor) run() {
 		}
 		delay := s.backoff(failures)
 		next := time.Now().Add(delay)
+		if retriedEarly && err != nil && time.Now().Before(scheduled) {
+			// The server's own attempt is still due when it was.
+			delay, next = time.Until(scheduled), scheduled
+		}
+		scheduled = next
+		s.earlyRetry.Store(false)
 		s.setState(StateReconnecting, next)
-		if delay > 0 {
+		if err != nil {
+			answer(waiters, s.attemptFailed(err, StateReconnecting, next))
+			waiters = nil
+		}
+		if delay > 0 && !retriedEarly {
 			s.logger.Info("reconnecting after backoff", "delay", delay.Round(time.Millisecond), "attempt", failures+1)
+		}
+		retriedEarly = false
+		if delay > 0 {
 			if !s.sleep(delay) {
 				return
 			}
+			retriedEarly = s.earlyRetry.Swap(false) && time.Now().Before(scheduled)
 		}
 	}
-}
-
-// exitSignature is how a process that exited before initialize exited
-// ("upstream process exited (exit status 1)"), without the stderr lines
-// and pids that differ between attempts; "" for any other error.
-func exitSignature(err error) string {
-	if !errors.Is(err, recovery.ErrProcessExited) {
-		return ""
-	}
-	msg := err.Error()
-	i := strings.Index(msg, recovery.ErrProcessExited.Error())
-	if i < 0 {
-		return ""
-	}
-	msg = msg[i:]
-	if j := strings.Index(msg, ")"); j >= 0 {
-		msg = msg[:j+1]
-	}
-	return msg
 }
 
 // parkedDelay is how long the n-th consecutive park (n ≥ 1) waits before
@@ -686,8 +808,9 @@ func (s *Supervisor) sleep(d time.Duration) bool {
 
 // park deregisters the server and waits for a revive (a call or a
 // tools/list after the breaker's cooldown, Revive, SIGHUP), its own timer
-// (delay), or stop. It returns false on stop.
-func (s *Supervisor) park(delay time.Duration) bool {
+// (delay), or stop. parked is called once the server shows as parked, with
+// its next attempt time. It returns false on stop.
+func (s *Supervisor) park(delay time.Duration, parked func(next time.Time)) bool {
 	// Drain a stale revive first, so only a signal sent once the server is
 	// visibly parked wakes it (a call that sees it parked may revive it at
 	// once).
@@ -705,6 +828,13 @@ func (s *Supervisor) park(delay time.Duration) bool {
 	s.mu.Unlock()
 	s.logger.Error("server parked", "max_retries", s.cfg.Reconnect.MaxRetries,
 		"next_attempt_in", delay, "last_error", errString(lastErr))
+	parked(next)
+	if s.waitersPending() {
+		// A Revive came while the attempt that parked the server was
+		// running: it asked for an attempt after that one.
+		s.logger.Info("reviving parked server")
+		return true
+	}
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {
@@ -719,10 +849,12 @@ func (s *Supervisor) park(delay time.Duration) bool {
 }
 
 // awaitLogin withdraws the server's tools and waits until new tokens are
-// stored (or a revive, or stop). It returns false on stop.
-func (s *Supervisor) awaitLogin() bool {
+// stored (or a revive, or stop). shown is called once the server shows as
+// needing a login. It returns false on stop.
+func (s *Supervisor) awaitLogin(shown func()) bool {
 	s.publishCatalog(nil)
 	s.setState(StateNeedsLogin, time.Time{})
+	shown()
 	s.mu.Lock()
 	lastErr := s.lastErr
 	s.mu.Unlock()
@@ -731,6 +863,10 @@ func (s *Supervisor) awaitLogin() bool {
 	select {
 	case <-s.revive:
 	default:
+	}
+	if s.waitersPending() {
+		// A Revive came while the attempt was running: try once more.
+		return true
 	}
 	t := time.NewTicker(loginPollInterval)
 	defer t.Stop()
@@ -748,6 +884,40 @@ func (s *Supervisor) awaitLogin() bool {
 			}
 		}
 	}
+}
+
+// holdForConfig keeps a server whose block reads unset environment
+// variables in needs_config until stop: starting it with the variables
+// empty would only fail later and less clearly (an empty API key is a 401).
+// A Revive is told at once why nothing was tried.
+func (s *Supervisor) holdForConfig() {
+	err := s.missingEnvError()
+	s.recordError(err)
+	s.setState(StateNeedsConfig, time.Time{})
+	s.logger.Error("server not started: its block reads environment variables that are not set", "action", s.configAction(), "missing", strings.Join(s.cfg.MissingEnv, ","))
+	held := &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: "not started: " + s.configAction(), Err: err}
+	for {
+		answer(s.takeWaiters(), held)
+		select {
+		case <-s.stopCh:
+			return
+		case <-s.revive:
+		}
+	}
+}
+
+// missingEnvError says which variables a needs_config server lacks.
+func (s *Supervisor) missingEnvError() error {
+	quoted := make([]string, len(s.cfg.MissingEnv))
+	for i, n := range s.cfg.MissingEnv {
+		quoted[i] = fmt.Sprintf("%q", n)
+	}
+	return fmt.Errorf("environment variable %s read by env() in its block is not set", strings.Join(quoted, ", "))
+}
+
+// configAction is what a person must do for a needs_config server to run.
+func (s *Supervisor) configAction() string {
+	return fmt.Sprintf("set %s in mcpvisor's environment and restart mcpvisor (or give env() a default)", strings.Join(s.cfg.MissingEnv, ", "))
 }
 
 // loginAction is what a person must run for the server to come back.
@@ -954,7 +1124,9 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 		case <-healthyAfter.C:
 			markHealthy()
 		case <-s.revive:
-			// Already connected: nothing to revive.
+			// Already connected: nothing to revive; whoever asked is told
+			// the server is ready.
+			answer(s.takeWaiters(), nil)
 		}
 	}
 }
@@ -1042,12 +1214,40 @@ func (s *Supervisor) remoteProbeDue() bool {
 // Nudge asks a parked server whose breaker cooldown has passed to try
 // again now, without waiting for the outcome (a downstream tools/list: an
 // agent starting up). The cooldown rate-limits it: a failed attempt parks
-// the server again with a fresh cooldown.
+// the server again with a fresh cooldown. A remote server is nudged as a
+// call probes it (probeRemote): parked or waiting out a backoff, at most
+// once per remoteProbeEvery, so a new client sees its tools about as soon
+// as it is back.
 func (s *Supervisor) Nudge() {
 	s.mu.Lock()
-	parked := s.state == StateParked
+	state, next := s.state, s.nextAttempt
 	s.mu.Unlock()
-	if parked && s.breaker.CooldownPassed() {
-		s.Revive()
+	if s.probeRemote(state, next) {
+		return
 	}
+	if state == StateParked && s.breaker.CooldownPassed() {
+		signal(s.revive)
+	}
+}
+
+// probeRemote makes a remote server that is parked, or waiting out a
+// reconnect backoff until next, try now, if an early probe is due
+// (remoteProbeDue). It reports whether it did.
+func (s *Supervisor) probeRemote(state State, next time.Time) bool {
+	switch {
+	case state == StateParked:
+		if !s.remoteProbeDue() {
+			return false
+		}
+		s.earlyRevive.Store(true)
+	case state == StateReconnecting && time.Until(next) > 0:
+		if !s.remoteProbeDue() {
+			return false
+		}
+		s.earlyRetry.Store(true)
+	default:
+		return false
+	}
+	signal(s.revive)
+	return true
 }

@@ -1045,9 +1045,10 @@ func TestBannerOnStdoutIsSkipped(t *testing.T) {
 
 // Errors no retry can fix park the server at once with that reason,
 // instead of a backoff storm: a command that does not exist after one
-// attempt, and a process that exits before initialize the same way twice
-// in a row after two. A server that prints to stdout and never answers is
-// told so when connect_timeout ends.
+// attempt. A process that exits before initialize, even the same way
+// every time, spends the whole budget first: what it waits for may be
+// ready a moment later (issue #24). A server that prints to stdout and
+// never answers is told so when connect_timeout ends.
 func TestPermanentStartErrorsParkAtOnce(t *testing.T) {
 	t.Run("missing command", func(t *testing.T) {
 		srv := stdioServer("gone", "mcpvisor-test-no-such-command")
@@ -1058,13 +1059,13 @@ func TestPermanentStartErrorsParkAtOnce(t *testing.T) {
 			t.Errorf("parked after %d retries with %q; want at once, saying the command is not found", st.Retries, st.LastError)
 		}
 	})
-	t.Run("same exit twice", func(t *testing.T) {
+	t.Run("same exit every time", func(t *testing.T) {
 		srv := stdioServer("exits", "sh", "-c", "echo 'config file missing' >&2; exit 7")
-		srv.Reconnect.MaxRetries = 5
+		srv.Reconnect.MaxRetries = 3
 		h := start(t, srv, nil)
 		st := h.waitState("parked", 0)
-		if st.Retries != 1 || !strings.Contains(st.LastError, "exit status 7") || !strings.Contains(st.LastError, "config file missing") {
-			t.Errorf("parked after %d retries with %q; want after one retry, with the exit status and stderr", st.Retries, st.LastError)
+		if st.Retries != 3 || !strings.Contains(st.LastError, "exit status 7") || !strings.Contains(st.LastError, "config file missing") {
+			t.Errorf("parked after %d retries with %q; want after the whole budget (3), with the exit status and stderr", st.Retries, st.LastError)
 		}
 	})
 	t.Run("stray stdout then silence", func(t *testing.T) {
@@ -1077,4 +1078,67 @@ func TestPermanentStartErrorsParkAtOnce(t *testing.T) {
 			t.Errorf("last error %q; want it to name the line the server wrote to stdout", st.LastError)
 		}
 	})
+}
+
+// Regression (#24, item 4): a server whose first two starts exit before
+// initialize the same way (a dependency not ready yet) is retried within
+// the backoff and becomes ready on its third start, instead of being
+// parked after the second as if its command were missing.
+func TestRepeatedStartExitFollowsTheBudget(t *testing.T) {
+	count := t.TempDir() + "/starts"
+	script := fmt.Sprintf(`n=$(cat %[1]q 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]q
+if [ $n -lt 3 ]; then echo 'database not reachable yet' >&2; exit 1; fi
+exec %[2]q`, count, echoBin)
+	srv := stdioServer("late", "sh", "-c", script)
+	srv.Reconnect.MaxRetries = 5
+	h := start(t, srv, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := h.sup.Status()
+		if st.State == "ready" {
+			break
+		}
+		if st.State == "parked" {
+			t.Fatalf("parked after %d retries (%s); want ready on the third start", st.Retries, st.LastError)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never ready; last status %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := call(context.Background(), h.sup, "echo", `{"text":"up"}`); err != nil {
+		t.Fatalf("call after the third start: %v", err)
+	}
+}
+
+// Revive reports the outcome of the attempt it caused, however fast it
+// fails: a server that exits at once is parked again before a poll of its
+// state could see it leave park (issue #24).
+func TestReviveReportsItsAttempt(t *testing.T) {
+	srv := stdioServer("broken", "sh", "-c", "echo 'no database' >&2; exit 4")
+	srv.Reconnect.MaxRetries = 0
+	h := start(t, srv, nil)
+	h.waitState("parked", 0)
+	for i := range 3 {
+		select {
+		case err := <-h.sup.Revive():
+			var re *recovery.Error
+			if !errors.As(err, &re) || !strings.Contains(err.Error(), "parked again") || !strings.Contains(err.Error(), "exit status 4") {
+				t.Fatalf("revive %d: %v; want the attempt's error saying the server is parked again", i, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("revive %d: no outcome", i)
+		}
+	}
+
+	ok := start(t, stdioServer("echo", echoBin), nil)
+	ok.waitState("ready", 1)
+	select {
+	case err := <-ok.sup.Revive():
+		if err != nil {
+			t.Fatalf("revive of a ready server: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("revive of a ready server: no outcome")
+	}
 }
