@@ -447,3 +447,26 @@ func isTimeout(err error) bool {
 }
 
 const mb = 1024 // kB per MB, for the /proc figures
+
+// runCLI runs `mcpvisor ARGS…` to completion (bounded by a hang guard)
+// and returns its exit code, stdout and stderr.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bins[testutil.Mcpvisor], args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("mcpvisor %s did not return within 60s\nstdout: %s\nstderr: %s", strings.Join(args, " "), out.String(), errb.String())
+	}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running mcpvisor %s: %v", strings.Join(args, " "), err)
+	}
+	return code, out.String(), errb.String()
+}

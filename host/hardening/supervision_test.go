@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -84,29 +83,6 @@ func TestDeadHTTPUpstreamIsATransportFailure(t *testing.T) {
 		t.Fatalf("call to a dead HTTP upstream: %v; want JSON-RPC error %d naming server \"web\"", err, recovery.CodeUpstream)
 	}
 	t.Logf("error for a call to the dead upstream: %s", wire.Message)
-}
-
-// runCLI runs `mcpvisor ARGS…` to completion (bounded by a hang guard)
-// and returns its exit code, stdout and stderr.
-func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bins[testutil.Mcpvisor], args...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("mcpvisor %s did not return within 60s\nstdout: %s\nstderr: %s", strings.Join(args, " "), out.String(), errb.String())
-	}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("running mcpvisor %s: %v", strings.Join(args, " "), err)
-	}
-	return code, out.String(), errb.String()
 }
 
 // Regression (#24, item 1): `mcpvisor revive` and `restart` report the

@@ -3,12 +3,10 @@ package hardening_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -37,27 +35,6 @@ func escapeUpstream(t *testing.T) string {
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(hs.Close)
 	return hs.URL + "/mcp"
-}
-
-// runCLI runs the real mcpvisor binary and returns its exit code, stdout
-// and stderr.
-func runCLI(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bins[testutil.Mcpvisor], args...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, out.String(), errb.String()
-	case errors.As(err, &ee) && ctx.Err() == nil:
-		return ee.ExitCode(), out.String(), errb.String()
-	}
-	t.Fatalf("mcpvisor %v: %v\nstderr: %s", args, err, errb.String())
-	return 0, "", ""
 }
 
 // noControlBytes fails the test for every control byte in out that the

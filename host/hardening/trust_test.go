@@ -95,9 +95,9 @@ func (f *fakeControl) seen() []string {
 	return append([]string(nil), f.requests...)
 }
 
-// runCLI runs `mcpvisor args…` with env and returns its output and exit
+// runCLIWithEnv runs `mcpvisor args…` with env and returns its output and exit
 // code.
-func runCLI(t *testing.T, env []string, args ...string) (string, int) {
+func runCLIWithEnv(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -165,7 +165,7 @@ func TestControlSocketPlanted(t *testing.T) {
 			fake := &fakeControl{}
 			fake.serve(t, filepath.Join(dir, fmt.Sprintf("%s-%d.sock", controlKey(t, cfg), os.Getpid())))
 
-			out, code := runCLI(t, withoutXDG(tmp), "status", "-config", cfg)
+			out, code := runCLIWithEnv(t, withoutXDG(tmp), "status", "-config", cfg)
 			t.Logf("mcpvisor status (exit %d):\n%s", code, out)
 			if got := fake.seen(); len(got) > 0 {
 				t.Errorf("the planted socket received %d requests: %q", len(got), got)
@@ -186,7 +186,7 @@ func TestControlSocketPlanted(t *testing.T) {
 			}
 
 			// `call` must not use the planted socket either.
-			out, _ = runCLI(t, withoutXDG(tmp), "call", "-config", cfg, "echo__echo", `{"text":"hi"}`)
+			out, _ = runCLIWithEnv(t, withoutXDG(tmp), "call", "-config", cfg, "echo__echo", `{"text":"hi"}`)
 			t.Logf("mcpvisor call:\n%s", out)
 			if got := fake.seen(); len(got) > 0 {
 				t.Errorf("call: the planted socket received %d requests: %q", len(got), got)
@@ -215,7 +215,7 @@ func TestControlSocketNotOurs(t *testing.T) {
 	if err := os.Lchown(sock, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	out, _ := runCLI(t, withoutXDG(tmp), "status", "-config", cfg)
+	out, _ := runCLIWithEnv(t, withoutXDG(tmp), "status", "-config", cfg)
 	t.Logf("mcpvisor status:\n%s", out)
 	if got := fake.seen(); len(got) > 0 {
 		t.Errorf("a socket owned by another user received %d requests: %q", len(got), got)
@@ -261,7 +261,7 @@ func TestControlSocketHostRefusesDir(t *testing.T) {
 	if fi.Mode().Perm() != 0o700 {
 		t.Errorf("mcpvisor made %s with mode %04o, want 0700", dir2, fi.Mode().Perm())
 	}
-	out, code := runCLI(t, withoutXDG(tmp2), "status", "-config", mv2.config)
+	out, code := runCLIWithEnv(t, withoutXDG(tmp2), "status", "-config", mv2.config)
 	if code != 0 || !strings.Contains(out, "echo    ready") {
 		t.Errorf("status through mcpvisor's own control socket (exit %d):\n%s", code, out)
 	}
@@ -494,7 +494,7 @@ func TestControlSocketPeerOfAnotherUser(t *testing.T) {
 	if err := os.Lchown(sock, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	got, code := runCLI(t, withoutXDG(tmp), "status", "-config", cfg)
+	got, code := runCLIWithEnv(t, withoutXDG(tmp), "status", "-config", cfg)
 	t.Logf("mcpvisor status (exit %d):\n%s", code, got)
 	if !strings.Contains(got, "runs as uid 65534") {
 		t.Errorf("status does not say the socket's listener runs as another user")
