@@ -345,8 +345,11 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		ResourceUpdatedHandler:      s.onResourceUpdated,
 		CreateMessageHandler:        s.onCreateMessage,
 		ElicitationHandler:          s.onElicit,
+		// answerInputRequests replaces the SDK's loop (inputrequests.go).
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
 	s.client.AddReceivingMiddleware(s.rootsMiddleware)
+	s.client.AddSendingMiddleware(s.answerInputRequests)
 	return s
 }
 
