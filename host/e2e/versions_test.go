@@ -244,3 +244,64 @@ asked:
 		t.Errorf("get-roots-list through mcpvisor does not report both roots:\n%s", got)
 	}
 }
+
+// Regression (#24, item 6): mcpvisor asked an HTTP client for its roots
+// right after initialize, on the client's GET stream, which it had not
+// opened yet ("stream not connected"), and never asked again: npm's
+// server-everything, which asks once and caches the answer, reported "no
+// roots" through mcpvisor over HTTP. This client never opens a GET stream
+// (it is optional) and never changes its roots; its roots must still reach
+// the server.
+func TestRootsOfHTTPClientWithoutStream(t *testing.T) {
+	t.Parallel()
+	tl := requireTools(t)
+	env := newTestEnv(t)
+	listen := freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf("host {\n  listen = %s\n  log_level = \"debug\"\n}\n\nserver \"everything\" {\n  command = %s\n  args = [%s, \"stdio\"]\n}\n",
+		hclString(listen), hclString(tl.Node22), hclString(tl.Everything)))
+	h := startHost(t, tl, env, cfg, listen)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	// A first client makes sure the server has asked for roots (and cached
+	// the answer) before the client under test connects: it asks once,
+	// 350 ms after its initialize or at the first get-roots-list.
+	first, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-roots-first", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: h.URL, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	waitForTool(t, ctx, first, "everything__get-roots-list")
+	if _, err := first.CallTool(ctx, &mcp.CallToolParams{Name: "everything__get-roots-list"}); err != nil {
+		t.Fatal(err)
+	}
+
+	const root = "file:///work/no-stream"
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-roots-no-stream", Version: "1"}, nil)
+	c.AddRoots(&mcp.Root{URI: root, Name: "no-stream"})
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: h.URL, MaxRetries: -1, DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	waitForTool(t, ctx, cs, "everything__get-roots-list")
+	// The server hears of the roots a moment after mcpvisor learns them
+	// (notifications/roots/list_changed, then its own roots/list).
+	for {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "everything__get-roots-list"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := jsonOf(t, res.Content)
+		if strings.Contains(got, root) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("get-roots-list through mcpvisor never reported the HTTP client's root %s; last:\n%s", root, got)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

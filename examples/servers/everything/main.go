@@ -30,8 +30,9 @@
 //	                                  event store the result would be lost
 //	update_watched_resource           changes test://watched-resource and notifies
 //	                                  its subscribers (not used by the suite)
-//	list_roots                        asks the client for roots/list mid-call; their
-//	                                  URIs, one per line (not used by the suite)
+//	list_roots                        asks the client for roots/list mid-call (on
+//	                                  2026-07-28 with an input_required result);
+//	                                  their URIs, one per line (not used by the suite)
 //	sleep {ms*}                       waits ms milliseconds or until cancelled
 //	                                  (not used by the suite)
 //

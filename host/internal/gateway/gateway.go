@@ -128,6 +128,10 @@ type Gateway struct {
 	inputs inputBridge // calls of 2026-07-28 clients waiting for their answers
 
 	sessionUses sessionUses // the HTTP sessions' requests, for AdmitSession
+	// askMu guards asks: per session, the context of the host's requests
+	// to its client and whether its roots are still to be asked (roots.go).
+	askMu sync.Mutex
+	asks  map[*mcp.ServerSession]*sessionAsks
 }
 
 // unsubscribeTimeout bounds the upstream unsubscribe made on behalf of a
@@ -176,6 +180,7 @@ func New(opts Options) *Gateway {
 		},
 	})
 	g.server.AddReceivingMiddleware(g.dormantTools)
+	g.server.AddReceivingMiddleware(g.pendingRoots)
 	return g
 }
 
@@ -229,6 +234,7 @@ func (g *Gateway) ServeTransport(ctx context.Context, t mcp.Transport) error {
 	go func() { done <- ss.Wait() }()
 	select {
 	case <-ctx.Done():
+		g.endAsks(ss)
 		ss.Close()
 		<-done
 		return ctx.Err()
@@ -239,26 +245,12 @@ func (g *Gateway) ServeTransport(ctx context.Context, t mcp.Transport) error {
 
 // fetchRoots asks a downstream client that has roots for them and hands
 // them to Options.OnRoots, off the session's handler goroutine (the answer
-// is read by it).
+// is read by it). See roots.go for a client that cannot be asked yet.
 func (g *Gateway) fetchRoots(ss *mcp.ServerSession) {
-	if g.opts.OnRoots == nil || ss == nil {
+	if !g.wantsRoots(ss) {
 		return
 	}
-	ip := ss.InitializeParams()
-	if ip == nil || ip.ProtocolVersion >= statelessProtocolVersion || ip.Capabilities == nil ||
-		(ip.Capabilities.RootsV2 == nil && !ip.Capabilities.Roots.ListChanged) {
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), rootsTimeout)
-		defer cancel()
-		res, err := ss.ListRoots(ctx, &mcp.ListRootsParams{})
-		if err != nil {
-			g.logger.Debug("asking a client for its roots failed", "error", err)
-			return
-		}
-		g.opts.OnRoots(res.Roots)
-	}()
+	go g.askRoots(context.Background(), ss)
 }
 
 // NotifyResourceUpdated tells every downstream session subscribed to uri

@@ -24,10 +24,10 @@ func (g *Gateway) HTTPHandler() http.Handler {
 	g.httpOnce.Do(func() {
 		getServer := func(*http.Request) *mcp.Server { return g.server }
 		logger := newSlogLogger(g.logger.Named("http"))
-		stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		stateful := g.endingSessions(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			Logger:         logger,
 			SessionTimeout: g.opts.SessionTimeout,
-		})
+		}))
 		tracked := g.trackSessions(stateful)
 		// A 2026-07-28 request is its POST: when the client goes away the
 		// request is over, and the upstream call made for it is cancelled

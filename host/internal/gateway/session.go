@@ -36,6 +36,7 @@ func (g *Gateway) BroadcastLog(ctx context.Context, msg *mcp.LoggingMessageParam
 // session outlives the servers it reaches.
 func (g *Gateway) CloseSessions() {
 	for ss := range g.server.Sessions() {
+		g.endAsks(ss) // the close waits for them
 		ss.Close()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -38,6 +39,11 @@ type protectedServer struct {
 	counts          map[string]int       // grant type → tokens issued
 	resource        map[string]int       // resource parameter values seen at /token
 	resourceByGrant map[string]int       // token requests with a resource, by grant type
+
+	// Misbehaviours a login must report once and clearly.
+	refuseTokens bool // the MCP endpoint refuses every token
+	refuseCodes  bool // the token endpoint answers 400 to every authorization code
+	htmlRegister bool // registration answers with an HTML error page
 }
 
 type codeGrant struct {
@@ -105,13 +111,22 @@ func (p *protectedServer) verify(_ context.Context, token string, _ *http.Reques
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	exp, ok := p.access[token]
-	if !ok || time.Now().After(exp) {
+	if !ok || time.Now().After(exp) || p.refuseTokens {
 		return nil, auth.ErrInvalidToken
 	}
 	return &auth.TokenInfo{Scopes: []string{"tools"}, Expiration: exp}, nil
 }
 
 func (p *protectedServer) register(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	html := p.htmlRegister
+	p.mu.Unlock()
+	if html {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprint(w, registerErrorPage)
+		return
+	}
 	var meta oauthex.ClientRegistrationMetadata
 	if err := json.NewDecoder(r.Body).Decode(&meta); err != nil || len(meta.RedirectURIs) == 0 {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_client_metadata"})
@@ -183,6 +198,10 @@ func (p *protectedServer) token(w http.ResponseWriter, r *http.Request) {
 	withRefresh := true
 	switch grant {
 	case "authorization_code":
+		if p.refuseCodes {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_grant"})
+			return
+		}
 		g, ok := p.codes[f.Get("code")]
 		delete(p.codes, f.Get("code"))
 		sum := sha256.Sum256([]byte(f.Get("code_verifier")))
@@ -220,6 +239,14 @@ func (p *protectedServer) token(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, body)
 }
+
+// registerErrorPage is what a proxy in front of an authorization server
+// answers a registration with when the server is down.
+const registerErrorPage = `<!DOCTYPE html>
+<html><head><title>502 Bad Gateway</title><style>body{font-family:sans-serif}</style></head>
+<body><h1>Bad Gateway</h1><p>The proxy server received an invalid response from an upstream server.</p>
+<script>window.trackError && trackError("registration")</script></body></html>
+`
 
 // revokeAccess makes every access token invalid; refresh tokens still work.
 func (p *protectedServer) revokeAccess() {

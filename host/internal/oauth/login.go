@@ -57,6 +57,7 @@ func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, 
 	if hc == nil {
 		hc = http.DefaultClient
 	}
+	hc = withSummarisedErrors(hc) // loginonce.go
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.OAuth.RedirectPort)))
 	if err != nil {
 		return "", fmt.Errorf("server %q: listening for the authorization redirect on 127.0.0.1:%d: %w (set redirect_port in its oauth block to a free port)", srv.Name, srv.OAuth.RedirectPort, err)
@@ -151,10 +152,11 @@ func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, 
 			},
 		}
 	}
-	handler, err := auth.NewAuthorizationCodeHandler(hcfg)
+	sdkHandler, err := auth.NewAuthorizationCodeHandler(hcfg)
 	if err != nil {
 		return "", fmt.Errorf("server %q: %w", srv.Name, err)
 	}
+	handler := &singleAuthorization{OAuthHandler: sdkHandler}
 
 	if srv.Transport == config.TransportSSE {
 		err = authorizeSSE(ctx, hc, srv, handler)
@@ -193,7 +195,7 @@ func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, 
 // unauthenticated and challenge only later requests, and a login is only
 // done when the server accepts its tokens. authorized reports whether the
 // handler got tokens.
-func authorizeSession(ctx context.Context, hc *http.Client, srv *config.Server, handler auth.OAuthHandler, authorized func() bool) error {
+func authorizeSession(ctx context.Context, hc *http.Client, srv *config.Server, handler *singleAuthorization, authorized func() bool) error {
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpvisor", Version: "login"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:             srv.URL,
@@ -211,6 +213,8 @@ func authorizeSession(ctx context.Context, hc *http.Client, srv *config.Server, 
 	switch {
 	case err == nil:
 		return nil
+	case handler.refused() != "":
+		return fmt.Errorf("server %q refused the new tokens (HTTP %s); check that the oauth block's scopes and client are the ones the server expects", srv.Name, handler.refused())
 	case authorized():
 		return fmt.Errorf("server %q refused the new tokens: %s", srv.Name, describeError(err))
 	}

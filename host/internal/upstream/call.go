@@ -28,6 +28,7 @@ func (s *Supervisor) CallTool(ctx context.Context, d Downstream, params *mcp.Cal
 	meta := params.Meta
 	upTok, rewritten, release := s.track(ctx, d, params.GetProgressToken())
 	defer release()
+	ctx = withCaller(ctx, d)
 	if rewritten {
 		meta = maps.Clone(meta)
 		meta["progressToken"] = upTok
@@ -207,6 +208,9 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 	defer s.calls.Add(-1)
 	_, _, release := s.track(ctx, d, nil)
 	defer release()
+	if d != nil {
+		ctx = withCaller(ctx, d)
+	}
 	if s.cfg.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.Timeout)

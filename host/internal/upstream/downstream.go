@@ -341,7 +341,15 @@ func (s *Supervisor) rootsMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if p == nil {
 			p = &mcp.ListRootsParams{}
 		}
-		return f.d.ListRoots(fctx, p)
+		res, err := f.d.ListRoots(fctx, p)
+		if err != nil && f.ctx.Err() != nil && ctx.Err() == nil {
+			// The call ended before its client answered (a server that
+			// asks on its own, after list_changed, while a call runs):
+			// no call is in flight any more, so the roots every client
+			// shares answer, as they would have a moment later.
+			return next(ctx, method, req)
+		}
+		return res, err
 	}
 }
 

@@ -386,8 +386,11 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		ResourceUpdatedHandler:      s.onResourceUpdated,
 		CreateMessageHandler:        s.onCreateMessage,
 		ElicitationHandler:          s.onElicit,
+		// answerInputRequests replaces the SDK's loop (inputrequests.go).
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
 	s.client.AddReceivingMiddleware(s.rootsMiddleware)
+	s.client.AddSendingMiddleware(s.answerInputRequests)
 	// Added last, so it runs first: a request past the cap is declined
 	// before anything else happens for it.
 	s.client.AddReceivingMiddleware(s.boundRequestsToClients)

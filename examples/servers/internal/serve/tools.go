@@ -88,16 +88,27 @@ func AddSleepTool(server *mcp.Server) {
 }
 
 // AddRootsTool adds a tool named name that asks the client for its roots
-// (roots/list) during the call and returns their URIs, one per line.
+// (roots/list) during the call and returns their URIs, one per line. On
+// 2026-07-28, where a server may not send a request during a call, it
+// asks with an input_required result instead and answers the retry.
 func AddRootsTool(server *mcp.Server, name string) {
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        name,
 		Description: "Asks the client for its roots (roots/list) and returns their URIs, one per line.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		res, err := req.Session.ListRoots(ctx, nil)
-		if err != nil {
-			return nil, nil, err
+		var res *mcp.ListRootsResult
+		if ip := req.Session.InitializeParams(); ip != nil && ip.ProtocolVersion >= "2026-07-28" {
+			answer, ok := req.Params.InputResponses["roots"].(*mcp.ListRootsResult)
+			if !ok {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"roots": &mcp.ListRootsParams{}}, RequestState: "roots"}, nil, nil
+			}
+			res = answer
+		} else {
+			var err error
+			if res, err = req.Session.ListRoots(ctx, nil); err != nil {
+				return nil, nil, err
+			}
 		}
 		var uris []string
 		for _, r := range res.Roots {
