@@ -36,9 +36,12 @@ package host
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
 // drainCallGrace bounds how long Drain waits, after the drain period, for
@@ -157,4 +160,60 @@ func (g *requestGauge) counted(next http.Handler) http.Handler {
 		defer g.release()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Stopping: what a client sees once the host stops serving.
+//
+// From SIGTERM on (Drain) and once Serve's context ends, a request that
+// would open a new session gets 503 with Retry-After: the session would
+// die with this process moments later. Calls still in flight when Serve
+// gives up waiting for them (after Drain's wait and Serve's grace) are cut:
+// each client gets a JSON-RPC error saying the host is shutting down, on
+// the request it made, before the connection closes — not a connection
+// closed under it with no answer.
+
+// errHostShuttingDown is the cause callsCut ends with.
+var errHostShuttingDown = errors.New("host shutting down")
+
+// cutReplyGrace is how long Serve waits, after cutting the calls in
+// flight, for their handlers to write the errors, before it closes the
+// connections still open.
+const cutReplyGrace = 2 * time.Second
+
+// stoppingNow reports whether the host takes no new sessions: it drains
+// or Serve's context has ended.
+func (h *Host) stoppingNow() bool {
+	select {
+	case <-h.stopping:
+		return true
+	default:
+		return h.Draining()
+	}
+}
+
+// beginStopping marks the host as stopping (Serve's context ended).
+func (h *Host) beginStopping() {
+	h.stoppingOnce.Do(func() { close(h.stopping) })
+}
+
+// cuttable returns a context for an upstream operation that ends, with
+// errHostShuttingDown as its cause, when the host cuts the calls in
+// flight at shutdown; done releases it.
+func (h *Host) cuttable(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(h.callsCut, func() { cancel(context.Cause(h.callsCut)) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// cutError is err, or for an operation the host cut at shutdown the error
+// that tells its client so (and names the server: its outcome is unknown).
+func cutError(ctx context.Context, server, op string, err error) error {
+	if err == nil || !errors.Is(context.Cause(ctx), errHostShuttingDown) {
+		return err
+	}
+	return &recovery.Error{Server: server, Op: op, Class: recovery.Unavailable,
+		Reason: "host shutting down: mcpvisor stopped before the server answered, so the call's outcome is unknown; check before retrying it on another replica or after the restart"}
 }

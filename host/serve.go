@@ -112,6 +112,10 @@ func (h *Host) Handler() http.Handler {
 		for i := len(h.opts.middleware) - 1; i >= 0; i-- {
 			next = h.opts.middleware[i](next)
 		}
+		// The request bounds come after the ingress checks (a client
+		// without the token is refused before its body is read) and before
+		// WithMiddleware's, which may wrap the ResponseWriter.
+		next = newRequestLimits(h, h.servers.Load().cfg.Host, next)
 		in := newIngress(h.servers.Load().cfg.Host.BearerToken, h.logger.Named("http"), next)
 		in.probes = http.HandlerFunc(h.serveProbe)
 		h.handler = h.inFlight.counted(in)
@@ -329,11 +333,20 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
+	h.beginStopping()
 	endStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
+		// Calls still in flight: their clients get a JSON-RPC error
+		// saying the host is shutting down, then the connections close.
+		h.logger.Warn("cutting the calls still in flight: the host is shutting down", "waited", shutdownGrace)
+		h.cutCalls(errHostShuttingDown)
+		rctx, rcancel := context.WithTimeout(context.Background(), cutReplyGrace)
+		defer rcancel()
+		if err := srv.Shutdown(rctx); err != nil {
+			srv.Close()
+		}
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
