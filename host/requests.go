@@ -102,8 +102,8 @@ func (l *requestLimits) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer body.release()
 		r.Body = body
-		r.ContentLength = int64(body.Len())
-		if statelessCall(r, body.bytes) {
+		r.ContentLength = int64(body.size)
+		if statelessCall(r, body.chunks) {
 			select {
 			case l.stateless <- struct{}{}:
 				defer func() { <-l.stateless }()
@@ -122,42 +122,47 @@ func (l *requestLimits) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refusal it has answered the client and returns false.
 func (l *requestLimits) readBody(w http.ResponseWriter, r *http.Request) (*heldBody, bool) {
 	if r.ContentLength > maxRequestBody {
-		l.refuseBody(w, r, http.StatusRequestEntityTooLarge, "", fmt.Sprintf(
+		l.refuseBody(w, http.StatusRequestEntityTooLarge, "", fmt.Sprintf(
 			"Request Entity Too Large: the body is %d bytes; a request may carry at most %d", r.ContentLength, maxRequestBody))
 		return nil, false
 	}
 	rc := http.NewResponseController(w)
-	deadline := time.Now().Add(l.bodyTimeout)
-	if err := rc.SetReadDeadline(deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := rc.SetReadDeadline(time.Now().Add(l.bodyTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		l.h.logger.Debug("setting the request body's read deadline failed", "error", err)
 	}
 	body := &heldBody{budget: l.bodies}
-	var buf []byte
+	var cur []byte // the last chunk, being filled
 	for {
-		if len(buf) == cap(buf) {
-			// Grow by what arrived so far (at least bodyChunk), never past
-			// one byte over the limit: that byte tells a body too large.
-			// A small declared length sizes the first step, so a short
-			// request costs no more than it sent.
-			step := max(cap(buf), bodyChunk)
-			if cap(buf) == 0 && r.ContentLength >= 0 && r.ContentLength < bodyChunk {
+		if len(cur) == cap(cur) {
+			// A new chunk: bodyChunk, or for a short declared length just
+			// that (and the byte that sees EOF), never past one byte over
+			// the limit (that byte tells a body too large). Chunks are
+			// never copied into larger ones: growing a buffer would leave
+			// garbage as large as the body.
+			first := body.size == 0
+			step := bodyChunk
+			if first && r.ContentLength >= 0 && r.ContentLength < bodyChunk {
 				step = int(r.ContentLength) + 1
 			}
-			grow := min(step, maxRequestBody+1-cap(buf))
-			if !l.bodies.take(r.Context(), int64(grow), bodyBudgetWait) {
+			step = min(step, maxRequestBody+1-body.size)
+			if !l.bodies.take(r.Context(), int64(step), first, bodyBudgetWait) {
 				body.release()
-				l.refuseBody(w, r, http.StatusServiceUnavailable, retryAfterBusy, fmt.Sprintf(
-					"Service Unavailable: request bodies still arriving hold %d bytes, the most this host buffers at once (max_body_bytes_inflight); retry shortly", l.bodies.max))
+				l.h.logger.Warn("http request refused: request bodies still arriving fill max_body_bytes_inflight", "max_body_bytes_inflight", l.bodies.max, "remote", r.RemoteAddr)
+				l.refuseBody(w, http.StatusServiceUnavailable, retryAfterBusy, fmt.Sprintf(
+					"Service Unavailable: request bodies still arriving hold the %d bytes this host buffers at once (max_body_bytes_inflight); retry shortly", l.bodies.max))
 				return nil, false
 			}
-			body.held += int64(grow)
-			buf = append(make([]byte, 0, cap(buf)+grow), buf...)
+			body.held += int64(step)
+			cur = make([]byte, 0, step)
+			body.chunks = append(body.chunks, cur)
 		}
-		n, err := r.Body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if len(buf) > maxRequestBody {
+		n, err := r.Body.Read(cur[len(cur):cap(cur)])
+		cur = cur[:len(cur)+n]
+		body.chunks[len(body.chunks)-1] = cur
+		body.size += n
+		if body.size > maxRequestBody {
 			body.release()
-			l.refuseBody(w, r, http.StatusRequestEntityTooLarge, "", fmt.Sprintf(
+			l.refuseBody(w, http.StatusRequestEntityTooLarge, "", fmt.Sprintf(
 				"Request Entity Too Large: a request may carry at most %d bytes", maxRequestBody))
 			return nil, false
 		}
@@ -167,27 +172,30 @@ func (l *requestLimits) readBody(w http.ResponseWriter, r *http.Request) (*heldB
 		if err != nil {
 			body.release()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				l.h.logger.Warn("http request refused: its body did not arrive in time", "body_timeout", l.bodyTimeout, "received", len(buf), "remote", r.RemoteAddr)
-				l.refuseBody(w, r, http.StatusRequestTimeout, "", fmt.Sprintf(
+				l.h.logger.Warn("http request refused: its body did not arrive in time", "body_timeout", l.bodyTimeout, "received", body.size, "remote", r.RemoteAddr)
+				l.refuseBody(w, http.StatusRequestTimeout, "", fmt.Sprintf(
 					"Request Timeout: the request body did not arrive within %s (body_timeout)", l.bodyTimeout))
 				return nil, false
 			}
-			l.refuseBody(w, r, http.StatusBadRequest, "", "Bad Request: reading the request body failed")
+			l.refuseBody(w, http.StatusBadRequest, "", "Bad Request: reading the request body failed")
 			return nil, false
 		}
 	}
 	// The whole body is in: lift the deadline, or net/http's background
 	// read of the connection would end the request's context at it.
 	rc.SetReadDeadline(time.Time{})
-	body.bytes = buf
-	body.Reader = bytes.NewReader(buf)
+	readers := make([]io.Reader, len(body.chunks))
+	for i, c := range body.chunks {
+		readers[i] = bytes.NewReader(c)
+	}
+	body.Reader = io.MultiReader(readers...)
 	return body, true
 }
 
 // refuseBody answers a request whose body was not read to its end and
 // makes sure the connection closes after the answer: the read deadline is
 // put in the past, so net/http does not wait for the rest of the body.
-func (l *requestLimits) refuseBody(w http.ResponseWriter, r *http.Request, status int, retryAfter, msg string) {
+func (l *requestLimits) refuseBody(w http.ResponseWriter, status int, retryAfter, msg string) {
 	http.NewResponseController(w).SetReadDeadline(time.Now())
 	w.Header().Set("Connection", "close")
 	refuse(w, status, retryAfter, msg)
@@ -211,24 +219,28 @@ func opensSession(r *http.Request) bool {
 // statelessCall reports whether r is a stateless (2026-07-28) MCP request
 // that max_inflight counts: every one but subscriptions/listen, which is
 // a stream a client keeps open, not a call.
-func statelessCall(r *http.Request, body []byte) bool {
+func statelessCall(r *http.Request, body [][]byte) bool {
 	if r.Method != http.MethodPost || r.URL.Path != "/mcp" || r.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion {
 		return false
 	}
 	var msg struct {
 		Method string `json:"method"`
 	}
-	return json.Unmarshal(body, &msg) != nil || msg.Method != "subscriptions/listen"
+	if len(body) == 1 {
+		return json.Unmarshal(body[0], &msg) != nil || msg.Method != "subscriptions/listen"
+	}
+	return json.Unmarshal(bytes.Join(body, nil), &msg) != nil || msg.Method != "subscriptions/listen"
 }
 
 // heldBody is a request body read in full, whose buffer is charged to the
 // body budget until the handler has read it or returned.
 type heldBody struct {
-	*bytes.Reader
-	bytes  []byte
-	budget *bodyBudget
-	held   int64
-	once   sync.Once
+	io.Reader // over chunks
+	chunks    [][]byte
+	size      int // bytes in chunks
+	budget    *bodyBudget
+	held      int64 // bytes taken from budget: the chunks' capacity
+	once      sync.Once
 }
 
 func (b *heldBody) Read(p []byte) (int, error) {
@@ -265,12 +277,19 @@ func newBodyBudget(max int64) *bodyBudget {
 }
 
 // take reserves n bytes, waiting up to wait (or until ctx ends) for other
-// bodies to give theirs back. It reports whether it got them.
-func (b *bodyBudget) take(ctx context.Context, n int64, wait time.Duration) bool {
+// bodies to give theirs back. It reports whether it got them. Only a
+// body's first chunk may use the last quarter of the budget: large bodies
+// that stall cannot keep requests of the usual size (a few kB) from
+// arriving.
+func (b *bodyBudget) take(ctx context.Context, n int64, first bool, wait time.Duration) bool {
+	limit := b.max
+	if !first {
+		limit -= b.max / 4
+	}
 	var timeout <-chan time.Time
 	for {
 		b.mu.Lock()
-		if b.used+n <= b.max {
+		if b.used+n <= limit {
 			b.used += n
 			b.mu.Unlock()
 			return true
