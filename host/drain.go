@@ -217,3 +217,16 @@ func cutError(ctx context.Context, server, op string, err error) error {
 	return &recovery.Error{Server: server, Op: op, Class: recovery.Unavailable,
 		Reason: "host shutting down: mcpvisor stopped before the server answered, so the call's outcome is unknown; check before retrying it on another replica or after the restart"}
 }
+
+// waitIdle waits up to d for g to have no request in flight, and reports
+// whether it got there.
+func waitIdle(g *requestGauge, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-g.idle():
+		return true
+	case <-t.C:
+		return false
+	}
+}

@@ -42,10 +42,13 @@ const (
 	maxHeaderBytes = 64 << 10
 
 	// shutdownGrace is how long Serve lets requests in flight finish once
-	// its context ends, before it closes the connections still open.
-	// Clients' GET streams, which never end by themselves, are ended
-	// first, at once.
+	// its context ends (after Drain's wait, when the host drained), before
+	// it cuts the calls still running (drain.go).
 	shutdownGrace = 2 * time.Second
+
+	// streamsEndGrace is how long Serve waits, after ending the clients'
+	// GET streams, for their connections to go idle before closing them.
+	streamsEndGrace = time.Second
 )
 
 // StatusReport is what GET /status answers.
@@ -298,9 +301,11 @@ func (h *Host) sessionCap(next http.Handler) http.Handler {
 // statelessProtocolVersion is the first protocol version without sessions.
 const statelessProtocolVersion = "2026-07-28"
 
-// Serve serves Handler on ln until ctx ends, then shuts down: requests in
-// flight get a short grace, and connections still open after it (clients'
-// GET streams) are closed. To leave a load balancer's rotation without
+// Serve serves Handler on ln until ctx ends, then shuts down: it takes no
+// new connection, requests in flight get a short grace, calls still
+// running after it are cut (their clients get a JSON-RPC error saying the
+// host is shutting down), and then the clients' GET streams end and the
+// connections still open are closed. To leave a load balancer's rotation without
 // failing calls, call Drain before ending ctx. It returns nil after a shutdown, or why serving
 // failed. ln is closed either way.
 func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
@@ -309,6 +314,8 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	// shutdown starts; the client sees its stream close.
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
+	// requests counts this server's requests but the GET streams.
+	var requests requestGauge
 	handler := h.Handler()
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -317,6 +324,9 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 				defer cancel()
 				defer context.AfterFunc(streams, cancel)()
 				r = r.WithContext(ctx)
+			} else {
+				requests.add()
+				defer requests.release()
 			}
 			handler.ServeHTTP(w, r)
 		}),
@@ -334,19 +344,28 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	h.beginStopping()
-	endStreams()
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		// Calls still in flight: their clients get a JSON-RPC error
-		// saying the host is shutting down, then the connections close.
-		h.logger.Warn("cutting the calls still in flight: the host is shutting down", "waited", shutdownGrace)
+	// Stop accepting connections; Shutdown returns once every connection
+	// is idle, or closed by Close below.
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	// Requests in flight get shutdownGrace. Calls still running after it
+	// are cut: each client gets a JSON-RPC error saying the host is
+	// shutting down, on the request it made. Only then do the GET streams
+	// end: a client whose stream ends first may give its session up for
+	// dead and fail its calls itself, with no word from the host.
+	if !waitIdle(&requests, shutdownGrace) {
+		h.logger.Warn("cutting the calls still in flight: the host is shutting down", "in_flight", requests.count(), "waited", shutdownGrace)
 		h.cutCalls(errHostShuttingDown)
-		rctx, rcancel := context.WithTimeout(context.Background(), cutReplyGrace)
-		defer rcancel()
-		if err := srv.Shutdown(rctx); err != nil {
-			srv.Close()
-		}
+		waitIdle(&requests, cutReplyGrace)
+	}
+	endStreams()
+	t := time.NewTimer(streamsEndGrace)
+	defer t.Stop()
+	select {
+	case <-shut:
+	case <-t.C:
+		srv.Close()
+		<-shut
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

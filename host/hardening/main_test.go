@@ -244,6 +244,7 @@ type serverStatus struct {
 	Name      string `json:"name"`
 	State     string `json:"state"`
 	LastError string `json:"last_error"`
+	Pid       int    `json:"pid"`
 }
 
 // status returns /status's servers by name.
