@@ -12,7 +12,8 @@ package host
 //
 //  1. marks the host draining: /readyz answers 503 with the reason
 //     "draining" at once, while /healthz (liveness) stays 200, so nothing
-//     restarts the process, and /mcp keeps serving;
+//     restarts the process, and /mcp keeps serving everything but new
+//     sessions (503: they would die with the process moments later);
 //  2. keeps serving for the host block's drain period, while the load
 //     balancers see /readyz fail and stop sending new requests — if
 //     anything has asked /readyz since the host started: with no load
@@ -28,8 +29,9 @@ package host
 // fail a POST with EOF (host/scaleout caught it); the load balancer in
 // front is the case that matters.
 //
-// Then the caller ends Serve's context (GET streams end, the listener
-// closes, stragglers get Serve's short grace) and calls Close, which ends
+// Then the caller ends Serve's context (the listener closes, stragglers
+// get Serve's short grace, the calls still running are cut with a
+// JSON-RPC error, then the GET streams end) and calls Close, which ends
 // the downstream sessions and stops the servers. A 2025 session whose
 // replica went away is unknown to the others: its next request gets 404,
 // and the client initializes a new session (docs/scale-out.md).
@@ -57,7 +59,8 @@ const drainCallGrace = 20 * time.Second
 // and Drain returns after the host block's drain period (skipped when
 // nothing has asked /readyz since the host started: no load balancer is
 // watching) once no HTTP request is in flight (waiting at most 20 s more
-// for them). ctx ends the wait early, and Drain then returns
+// for them). From the start, a request that would open a new session gets
+// 503. ctx ends the wait early, and Drain then returns
 // ctx's error. Afterwards, end Serve's context and Close the host. Drain
 // may be called more than once; the host stays draining.
 func (h *Host) Drain(ctx context.Context) error {
