@@ -183,6 +183,12 @@ var errHostShuttingDown = errors.New("host shutting down")
 // connections still open.
 const cutReplyGrace = 2 * time.Second
 
+// cutDeliveryPause is how long Serve waits, once the cut calls are
+// answered, before it ends the clients' GET streams: a client that
+// handles its stream's end first may fail the call itself, without the
+// answer that is already on its way.
+const cutDeliveryPause = time.Second
+
 // stoppingNow reports whether the host takes no new sessions: it drains
 // or Serve's context has ended.
 func (h *Host) stoppingNow() bool {

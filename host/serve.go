@@ -357,6 +357,10 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 		h.logger.Warn("cutting the calls still in flight: the host is shutting down", "in_flight", requests.count(), "waited", shutdownGrace)
 		h.cutCalls(errHostShuttingDown)
 		waitIdle(&requests, cutReplyGrace)
+		// A client reads those answers on one connection and the end of
+		// its GET stream on another, in whichever order it gets to them;
+		// give it a moment to read the answers first.
+		time.Sleep(cutDeliveryPause)
 	}
 	endStreams()
 	t := time.NewTimer(streamsEndGrace)
