@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
@@ -66,8 +67,9 @@ const (
 // front of every endpoint (after the ingress checks: a client without the
 // token is refused before its body is read).
 type requestLimits struct {
-	h    *Host
-	next http.Handler
+	h      *Host
+	next   http.Handler
+	logger hclog.Logger
 
 	// bodyTimeout is the host block's body_timeout.
 	bodyTimeout time.Duration
@@ -82,6 +84,7 @@ func newRequestLimits(h *Host, hc config.Host, next http.Handler) *requestLimits
 	return &requestLimits{
 		h:           h,
 		next:        next,
+		logger:      h.logger.Named("http"),
 		bodyTimeout: cmp.Or(hc.BodyTimeout, config.DefaultBodyTimeout),
 		bodies:      newBodyBudget(cmp.Or(hc.MaxBodyBytesInflight, config.DefaultMaxBodyBytesInflight)),
 		stateless:   make(chan struct{}, cmp.Or(hc.MaxInflight, config.DefaultMaxInflight)),
@@ -90,7 +93,7 @@ func newRequestLimits(h *Host, hc config.Host, next http.Handler) *requestLimits
 
 func (l *requestLimits) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if opensSession(r) && l.h.stoppingNow() {
-		l.h.logger.Info("http request refused: a new session while the host drains or stops", "remote", r.RemoteAddr)
+		l.logger.Info("http request refused: a new session while the host drains or stops", "remote", r.RemoteAddr)
 		refuse(w, http.StatusServiceUnavailable, retryAfterStopping,
 			"Service Unavailable: this mcpvisor is shutting down and opens no new sessions; connect again (behind a load balancer, another replica answers)")
 		return
@@ -108,7 +111,7 @@ func (l *requestLimits) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case l.stateless <- struct{}{}:
 				defer func() { <-l.stateless }()
 			default:
-				l.h.logger.Warn("http request refused: too many stateless requests in flight", "max_inflight", cap(l.stateless), "remote", r.RemoteAddr)
+				l.logger.Warn("http request refused: too many stateless requests in flight", "max_inflight", cap(l.stateless), "remote", r.RemoteAddr)
 				refuse(w, http.StatusServiceUnavailable, retryAfterBusy, fmt.Sprintf(
 					"Service Unavailable: %d stateless requests are in flight, the most this host serves at once (max_inflight); retry shortly or raise max_inflight", cap(l.stateless)))
 				return
@@ -128,7 +131,7 @@ func (l *requestLimits) readBody(w http.ResponseWriter, r *http.Request) (*heldB
 	}
 	rc := http.NewResponseController(w)
 	if err := rc.SetReadDeadline(time.Now().Add(l.bodyTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		l.h.logger.Debug("setting the request body's read deadline failed", "error", err)
+		l.logger.Debug("setting the request body's read deadline failed", "error", err)
 	}
 	body := &heldBody{budget: l.bodies}
 	var cur []byte // the last chunk, being filled
@@ -147,7 +150,7 @@ func (l *requestLimits) readBody(w http.ResponseWriter, r *http.Request) (*heldB
 			step = min(step, maxRequestBody+1-body.size)
 			if !l.bodies.take(r.Context(), int64(step), first, bodyBudgetWait) {
 				body.release()
-				l.h.logger.Warn("http request refused: request bodies still arriving fill max_body_bytes_inflight", "max_body_bytes_inflight", l.bodies.max, "remote", r.RemoteAddr)
+				l.logger.Warn("http request refused: request bodies still arriving fill max_body_bytes_inflight", "max_body_bytes_inflight", l.bodies.max, "remote", r.RemoteAddr)
 				l.refuseBody(w, http.StatusServiceUnavailable, retryAfterBusy, fmt.Sprintf(
 					"Service Unavailable: request bodies still arriving hold the %d bytes this host buffers at once (max_body_bytes_inflight); retry shortly", l.bodies.max))
 				return nil, false
@@ -172,7 +175,7 @@ func (l *requestLimits) readBody(w http.ResponseWriter, r *http.Request) (*heldB
 		if err != nil {
 			body.release()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				l.h.logger.Warn("http request refused: its body did not arrive in time", "body_timeout", l.bodyTimeout, "received", body.size, "remote", r.RemoteAddr)
+				l.logger.Warn("http request refused: its body did not arrive in time", "body_timeout", l.bodyTimeout, "received", body.size, "remote", r.RemoteAddr)
 				l.refuseBody(w, http.StatusRequestTimeout, "", fmt.Sprintf(
 					"Request Timeout: the request body did not arrive within %s (body_timeout)", l.bodyTimeout))
 				return nil, false
