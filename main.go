@@ -11,8 +11,9 @@ import (
 
 // gcPercent trades a little memory for less GC work on the per-call path:
 // every proxied call decodes and re-encodes a few short-lived JSON
-// messages, and mcpvisor's live heap is small. GOGC in the environment
-// still wins.
+// messages, and mcpvisor's live heap is small. An explicit GOGC in the
+// environment (GOGC=100, GOGC=off) still wins; docs/operations.md
+// ("Memory and GOGC") says so to operators.
 const gcPercent = 400
 
 func main() {

@@ -12,7 +12,8 @@ package host
 //
 //  1. marks the host draining: /readyz answers 503 with the reason
 //     "draining" at once, while /healthz (liveness) stays 200, so nothing
-//     restarts the process, and /mcp keeps serving;
+//     restarts the process, and /mcp keeps serving everything but new
+//     sessions (503: they would die with the process moments later);
 //  2. keeps serving for the host block's drain period, while the load
 //     balancers see /readyz fail and stop sending new requests — if
 //     anything has asked /readyz since the host started: with no load
@@ -28,17 +29,21 @@ package host
 // fail a POST with EOF (host/scaleout caught it); the load balancer in
 // front is the case that matters.
 //
-// Then the caller ends Serve's context (GET streams end, the listener
-// closes, stragglers get Serve's short grace) and calls Close, which ends
+// Then the caller ends Serve's context (the listener closes, stragglers
+// get Serve's short grace, the calls still running are cut with a
+// JSON-RPC error, then the GET streams end) and calls Close, which ends
 // the downstream sessions and stops the servers. A 2025 session whose
 // replica went away is unknown to the others: its next request gets 404,
 // and the client initializes a new session (docs/scale-out.md).
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
 // drainCallGrace bounds how long Drain waits, after the drain period, for
@@ -54,7 +59,8 @@ const drainCallGrace = 20 * time.Second
 // and Drain returns after the host block's drain period (skipped when
 // nothing has asked /readyz since the host started: no load balancer is
 // watching) once no HTTP request is in flight (waiting at most 20 s more
-// for them). ctx ends the wait early, and Drain then returns
+// for them). From the start, a request that would open a new session gets
+// 503. ctx ends the wait early, and Drain then returns
 // ctx's error. Afterwards, end Serve's context and Close the host. Drain
 // may be called more than once; the host stays draining.
 func (h *Host) Drain(ctx context.Context) error {
@@ -157,4 +163,79 @@ func (g *requestGauge) counted(next http.Handler) http.Handler {
 		defer g.release()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Stopping: what a client sees once the host stops serving.
+//
+// From SIGTERM on (Drain) and once Serve's context ends, a request that
+// would open a new session gets 503 with Retry-After: the session would
+// die with this process moments later. Calls still in flight when Serve
+// gives up waiting for them (after Drain's wait and Serve's grace) are cut:
+// each client gets a JSON-RPC error saying the host is shutting down, on
+// the request it made, before the connection closes — not a connection
+// closed under it with no answer.
+
+// errHostShuttingDown is the cause callsCut ends with.
+var errHostShuttingDown = errors.New("host shutting down")
+
+// cutReplyGrace is how long Serve waits, after cutting the calls in
+// flight, for their handlers to write the errors, before it closes the
+// connections still open.
+const cutReplyGrace = 2 * time.Second
+
+// cutDeliveryPause is how long Serve waits, once the cut calls are
+// answered, before it ends the clients' GET streams: a client that
+// handles its stream's end first may fail the call itself, without the
+// answer that is already on its way.
+const cutDeliveryPause = time.Second
+
+// stoppingNow reports whether the host takes no new sessions: it drains
+// or Serve's context has ended.
+func (h *Host) stoppingNow() bool {
+	select {
+	case <-h.stopping:
+		return true
+	default:
+		return h.Draining()
+	}
+}
+
+// beginStopping marks the host as stopping (Serve's context ended).
+func (h *Host) beginStopping() {
+	h.stoppingOnce.Do(func() { close(h.stopping) })
+}
+
+// cuttable returns a context for an upstream operation that ends, with
+// errHostShuttingDown as its cause, when the host cuts the calls in
+// flight at shutdown; done releases it.
+func (h *Host) cuttable(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(h.callsCut, func() { cancel(context.Cause(h.callsCut)) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// cutError is err, or for an operation the host cut at shutdown the error
+// that tells its client so (and names the server: its outcome is unknown).
+func cutError(ctx context.Context, server, op string, err error) error {
+	if err == nil || !errors.Is(context.Cause(ctx), errHostShuttingDown) {
+		return err
+	}
+	return &recovery.Error{Server: server, Op: op, Class: recovery.Unavailable,
+		Reason: "host shutting down: mcpvisor stopped before the server answered, so the call's outcome is unknown; check before retrying it on another replica or after the restart"}
+}
+
+// waitIdle waits up to d for g to have no request in flight, and reports
+// whether it got there.
+func waitIdle(g *requestGauge, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-g.idle():
+		return true
+	case <-t.C:
+		return false
+	}
 }

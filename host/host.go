@@ -74,6 +74,15 @@ type Host struct {
 	// inFlight counts the HTTP requests being served, for Drain.
 	inFlight requestGauge
 
+	// Shutdown (drain.go): stopping is closed when Serve's context ends
+	// (new sessions are refused from then on, as while draining);
+	// callsCut ends, with errHostShuttingDown as its cause, the calls
+	// still in flight when Serve gives up waiting for them.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
+	callsCut     context.Context
+	cutCalls     context.CancelCauseFunc
+
 	registry *registry.Registry
 	gateway  *gateway.Gateway
 
@@ -125,6 +134,8 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	// the logs of several replicas can be merged and still be told apart.
 	o.logger = o.logger.With("replica", replica)
 	h := &Host{opts: o, logger: o.logger, replica: replica, draining: make(chan struct{}), drainPeriod: cfg.Host.Drain}
+	h.stopping = make(chan struct{})
+	h.callsCut, h.cutCalls = context.WithCancelCause(context.Background())
 	if a := cfg.Host.Audit; a != nil {
 		log, err := audit.Open(a.Path, a.IncludeArguments, replica, o.logger.Named("audit"))
 		if err != nil {
@@ -556,8 +567,10 @@ func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server str
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.h.cuttable(ctx)
+	defer done()
 	res, err := s.CallTool(ctx, d, p)
-	return res, wireError(err)
+	return res, wireError(cutError(ctx, server, "tools/call", err))
 }
 
 func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error) {
@@ -565,8 +578,10 @@ func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, too
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.h.cuttable(ctx)
+	defer done()
 	res, err := s.Forward(ctx, d, tool, params)
-	return res, wireError(err)
+	return res, wireError(cutError(ctx, server, "tools/call", err))
 }
 
 func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
@@ -574,8 +589,10 @@ func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.h.cuttable(ctx)
+	defer done()
 	res, err := s.ReadResource(ctx, d, p)
-	return res, wireError(err)
+	return res, wireError(cutError(ctx, server, "resources/read", err))
 }
 
 func (b backend) GetPrompt(ctx context.Context, d upstream.Downstream, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
@@ -583,8 +600,10 @@ func (b backend) GetPrompt(ctx context.Context, d upstream.Downstream, server st
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.h.cuttable(ctx)
+	defer done()
 	res, err := s.GetPrompt(ctx, d, p)
-	return res, wireError(err)
+	return res, wireError(cutError(ctx, server, "prompts/get", err))
 }
 
 func (b backend) Complete(ctx context.Context, d upstream.Downstream, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
@@ -592,8 +611,10 @@ func (b backend) Complete(ctx context.Context, d upstream.Downstream, server str
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := b.h.cuttable(ctx)
+	defer done()
 	res, err := s.Complete(ctx, d, p)
-	return res, wireError(err)
+	return res, wireError(cutError(ctx, server, "completion/complete", err))
 }
 
 func (b backend) Subscribe(ctx context.Context, server string, p *mcp.SubscribeParams) error {

@@ -43,10 +43,13 @@ const (
 	maxHeaderBytes = 64 << 10
 
 	// shutdownGrace is how long Serve lets requests in flight finish once
-	// its context ends, before it closes the connections still open.
-	// Clients' GET streams, which never end by themselves, are ended
-	// first, at once.
+	// its context ends (after Drain's wait, when the host drained), before
+	// it cuts the calls still running (drain.go).
 	shutdownGrace = 2 * time.Second
+
+	// streamsEndGrace is how long Serve waits, after ending the clients'
+	// GET streams, for their connections to go idle before closing them.
+	streamsEndGrace = time.Second
 )
 
 // StatusReport is what GET /status answers.
@@ -150,6 +153,10 @@ func (h *Host) Handler() http.Handler {
 		for i := len(h.opts.middleware) - 1; i >= 0; i-- {
 			next = h.opts.middleware[i](next)
 		}
+		// The request bounds come after the ingress checks (a client
+		// without the token is refused before its body is read) and before
+		// WithMiddleware's, which may wrap the ResponseWriter.
+		next = newRequestLimits(h, h.servers.Load().cfg.Host, next)
 		in := newIngress(h.servers.Load().cfg.Host.BearerToken, h.logger.Named("http"), next)
 		in.probes = http.HandlerFunc(h.serveProbe)
 		h.handler = h.inFlight.counted(in)
@@ -300,9 +307,11 @@ func (h *Host) sessionCap(next http.Handler) http.Handler {
 // statelessProtocolVersion is the first protocol version without sessions.
 const statelessProtocolVersion = "2026-07-28"
 
-// Serve serves Handler on ln until ctx ends, then shuts down: requests in
-// flight get a short grace, and connections still open after it (clients'
-// GET streams) are closed. To leave a load balancer's rotation without
+// Serve serves Handler on ln until ctx ends, then shuts down: it takes no
+// new connection, requests in flight get a short grace, calls still
+// running after it are cut (their clients get a JSON-RPC error saying the
+// host is shutting down), and then the clients' GET streams end and the
+// connections still open are closed. To leave a load balancer's rotation without
 // failing calls, call Drain before ending ctx. It returns nil after a shutdown, or why serving
 // failed. ln is closed either way.
 func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
@@ -311,6 +320,8 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	// shutdown starts; the client sees its stream close.
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
+	// requests counts this server's requests but the GET streams.
+	var requests requestGauge
 	handler := h.Handler()
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -319,6 +330,9 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 				defer cancel()
 				defer context.AfterFunc(streams, cancel)()
 				r = r.WithContext(ctx)
+			} else {
+				requests.add()
+				defer requests.release()
 			}
 			handler.ServeHTTP(w, r)
 		}),
@@ -335,11 +349,33 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serving HTTP on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
+	h.beginStopping()
+	// Stop accepting connections; Shutdown returns once every connection
+	// is idle, or closed by Close below.
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	// Requests in flight get shutdownGrace. Calls still running after it
+	// are cut: each client gets a JSON-RPC error saying the host is
+	// shutting down, on the request it made. Only then do the GET streams
+	// end: a client whose stream ends first may give its session up for
+	// dead and fail its calls itself, with no word from the host.
+	if !waitIdle(&requests, shutdownGrace) {
+		h.logger.Warn("cutting the calls still in flight: the host is shutting down", "in_flight", requests.count(), "waited", shutdownGrace)
+		h.cutCalls(errHostShuttingDown)
+		waitIdle(&requests, cutReplyGrace)
+		// A client reads those answers on one connection and the end of
+		// its GET stream on another, in whichever order it gets to them;
+		// give it a moment to read the answers first.
+		time.Sleep(cutDeliveryPause)
+	}
 	endStreams()
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	t := time.NewTimer(streamsEndGrace)
+	defer t.Stop()
+	select {
+	case <-shut:
+	case <-t.C:
 		srv.Close()
+		<-shut
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -66,6 +66,23 @@ const (
 	// with /readyz answering 503: long enough for a load balancer checking
 	// readiness every second or two to take the replica out of rotation.
 	DefaultDrain = 5 * time.Second
+
+	// Downstream request bounds (docs/security.md, "Downstream requests
+	// and bodies").
+
+	// DefaultBodyTimeout is how long a downstream request's body may take
+	// to arrive: a client on a slow link sends 4 MiB in far less, and a
+	// connection that trickles its body cannot hold memory for longer.
+	DefaultBodyTimeout = 30 * time.Second
+
+	// DefaultMaxBodyBytesInflight bounds the memory held by request bodies
+	// still arriving, host-wide: sixteen bodies of the largest size a
+	// request may have (4 MiB).
+	DefaultMaxBodyBytesInflight = 64 << 20
+
+	// DefaultMaxInflight bounds the stateless (2026-07-28) requests served
+	// at once; each holds a goroutine, its body and an upstream call.
+	DefaultMaxInflight = 256
 )
 
 // Catalog bounds (the server block's catalog block; docs/security.md,
@@ -165,6 +182,25 @@ type Host struct {
 	// calls in flight and stops. Zero stops at once. Load sets
 	// DefaultDrain when the attribute is unset; ApplyDefaults leaves it.
 	Drain time.Duration
+
+	// Downstream request bounds (docs/security.md, "Downstream requests
+	// and bodies").
+
+	// BodyTimeout is how long a downstream HTTP request's body may take to
+	// arrive; a request whose body is slower gets 408 and its connection
+	// is closed. Zero means DefaultBodyTimeout.
+	BodyTimeout time.Duration
+
+	// MaxBodyBytesInflight bounds the memory, host-wide, held by request
+	// bodies still arriving; a request whose body would go past it waits
+	// a moment, then gets 503 with Retry-After. Zero means
+	// DefaultMaxBodyBytesInflight.
+	MaxBodyBytesInflight int64
+
+	// MaxInflight bounds the stateless (2026-07-28) MCP requests served at
+	// once; one past it gets 503 with Retry-After. Zero means
+	// DefaultMaxInflight.
+	MaxInflight int
 }
 
 // Audit is the `audit { … }` block inside the host block: a JSON-lines

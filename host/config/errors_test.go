@@ -315,6 +315,22 @@ server "fs" {
   drain = "5"
 }
 `, `drain in the host block is "5", which is not a duration`},
+	{"body_timeout_zero", `host {
+  body_timeout = "0s"
+}
+`, `body_timeout in the host block is 0s; it must be positive`},
+	{"max_body_bytes_inflight_invalid", `host {
+  max_body_bytes_inflight = "64 megs"
+}
+`, `max_body_bytes_inflight in the host block is "64 megs", which is not a size`},
+	{"max_body_bytes_inflight_zero", `host {
+  max_body_bytes_inflight = 0
+}
+`, `max_body_bytes_inflight in the host block is 0 bytes; it must be positive`},
+	{"max_inflight_negative", `host {
+  max_inflight = -1
+}
+`, `max_inflight in the host block is -1; it must be 1 or more`},
 	{"replica_empty", `host {
   replica = ""
 }

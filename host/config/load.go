@@ -255,6 +255,19 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		h.Drain = v
 		at("drain", rh.Drain)
 	}
+	// Downstream request bounds.
+	if v, ok := d.duration(rh.BodyTimeout, "body_timeout", "the host block"); ok {
+		h.BodyTimeout = v
+		at("body_timeout", rh.BodyTimeout)
+	}
+	if v, ok := d.byteSize(rh.MaxBodyBytesInflight, "max_body_bytes_inflight", "the host block"); ok {
+		h.MaxBodyBytesInflight = v
+		at("max_body_bytes_inflight", rh.MaxBodyBytesInflight)
+	}
+	if v, ok := d.integer(rh.MaxInflight, "max_inflight"); ok {
+		h.MaxInflight = v
+		at("max_inflight", rh.MaxInflight)
+	}
 	if ra := rh.Audit; ra != nil {
 		d.src.host["audit"] = ra.DefRange
 		a := &Audit{}

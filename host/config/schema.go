@@ -34,6 +34,12 @@ type hostSchema struct {
 	SessionIdleTimeout hcl.Expression `hcl:"session_idle_timeout,optional"`
 	MaxSessions        hcl.Expression `hcl:"max_sessions,optional"`
 
+	// Downstream request bounds (docs/security.md, "Downstream requests
+	// and bodies").
+	BodyTimeout          hcl.Expression `hcl:"body_timeout,optional"`
+	MaxBodyBytesInflight hcl.Expression `hcl:"max_body_bytes_inflight,optional"`
+	MaxInflight          hcl.Expression `hcl:"max_inflight,optional"`
+
 	Auth  *authSchema  `hcl:"auth,block"`
 	Audit *auditSchema `hcl:"audit,block"`
 

@@ -202,6 +202,20 @@ func (k *checker) host(h *Host) {
 		k.errorf(k.hostAt("drain"), "Invalid drain",
 			"drain in the host block is %s; it must be zero (stop at once on SIGTERM) or more, such as \"5s\". Set it a little longer than your load balancer takes to see /readyz fail.", h.Drain)
 	}
+	// Downstream request bounds: zero in a Config built in Go means the
+	// default; in a file it was written.
+	if h.BodyTimeout < 0 || (h.BodyTimeout == 0 && k.hostAt("body_timeout") != nil) {
+		k.errorf(k.hostAt("body_timeout"), "Invalid body_timeout",
+			"body_timeout in the host block is %s; it must be positive, such as the default \"30s\" (a request body slower than this is refused with 408).", h.BodyTimeout)
+	}
+	if h.MaxBodyBytesInflight < 0 || (h.MaxBodyBytesInflight == 0 && k.hostAt("max_body_bytes_inflight") != nil) {
+		k.errorf(k.hostAt("max_body_bytes_inflight"), "Invalid max_body_bytes_inflight",
+			"max_body_bytes_inflight in the host block is %d bytes; it must be positive, such as the default \"64MiB\".", h.MaxBodyBytesInflight)
+	}
+	if h.MaxInflight < 0 || (h.MaxInflight == 0 && k.hostAt("max_inflight") != nil) {
+		k.errorf(k.hostAt("max_inflight"), "Invalid max_inflight",
+			"max_inflight in the host block is %d; it must be 1 or more, such as the default %d.", h.MaxInflight, DefaultMaxInflight)
+	}
 	if h.Audit != nil && h.Audit.Path == "" && k.hostAt("audit") == nil {
 		k.errorf(nil, "Empty audit path",
 			"Host.Audit is set but its Path is empty; set the file to append audit lines to, or leave Audit nil.")

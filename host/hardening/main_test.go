@@ -246,6 +246,7 @@ type serverStatus struct {
 	LastError string `json:"last_error"`
 	// NextAttempt is when a reconnecting or parked server tries again.
 	NextAttempt time.Time `json:"next_attempt"`
+	Pid         int       `json:"pid"`
 }
 
 // status returns /status's servers by name.

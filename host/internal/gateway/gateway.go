@@ -132,6 +132,11 @@ type Gateway struct {
 	// to its client and whether its roots are still to be asked (roots.go).
 	askMu sync.Mutex
 	asks  map[*mcp.ServerSession]*sessionAsks
+	// transports counts the clients served by ServeTransport (stdio),
+	// whose sessions have no id: Sessions counts them apart from the
+	// go-sdk server's stateless per-request sessions, which have none
+	// either.
+	transports atomic.Int64
 }
 
 // unsubscribeTimeout bounds the upstream unsubscribe made on behalf of a
@@ -221,6 +226,8 @@ func (g *Gateway) ServeStdio(ctx context.Context) error {
 // ServeTransport serves one client over t until ctx is done or the client
 // goes away. With a registry, tools/call skips the SDK server (forward.go).
 func (g *Gateway) ServeTransport(ctx context.Context, t mcp.Transport) error {
+	g.transports.Add(1)
+	defer g.transports.Add(-1)
 	if g.registry == nil {
 		return g.server.Run(ctx, t)
 	}
@@ -495,11 +502,16 @@ func invalidParams(format string, args ...any) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
 }
 
-// Sessions counts the downstream sessions open (HTTP and stdio).
+// Sessions counts the downstream sessions open (HTTP and stdio). A
+// stateless (2026-07-28) request is served on a go-sdk session of its own
+// that lives as long as the request, without an id: it is not a session
+// for the client, for max_sessions or for the metric.
 func (g *Gateway) Sessions() int {
-	n := 0
-	for range g.server.Sessions() {
-		n++
+	n := int(g.transports.Load())
+	for ss := range g.server.Sessions() {
+		if ss.ID() != "" {
+			n++
+		}
 	}
 	return n
 }

@@ -248,8 +248,12 @@ func (s *Supervisor) outcome(c *Call, err error, toolError bool) Outcome {
 		}
 		return OutcomeOK
 	}
+	// A call mcpvisor refused (parked, reconnecting) never reached the
+	// upstream, even when the error it carries is the JSON-RPC error the
+	// server's last start failed with.
+	var refused *recovery.Error
 	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
+	if !(errors.As(err, &refused) && refused.Class == recovery.Unavailable) && errors.As(err, &wire) {
 		if sent > 1 {
 			return OutcomeReplayed
 		}
