@@ -62,6 +62,18 @@ const (
 	// with /readyz answering 503: long enough for a load balancer checking
 	// readiness every second or two to take the replica out of rotation.
 	DefaultDrain = 5 * time.Second
+
+	// Bounds on bytes from upstream servers (docs/security.md, "Bytes from
+	// upstream servers").
+
+	// DefaultMaxMessageSize bounds one message from an upstream: a JSON
+	// response body, an event of an event stream, a stdio line. It is the
+	// go-sdk's own default for event streams and stdio lines.
+	DefaultMaxMessageSize int64 = 16 << 20
+	// DefaultMaxInflightBytes bounds the upstream response bytes held at
+	// once across all servers and calls: sixteen results at the default
+	// max_message_size.
+	DefaultMaxInflightBytes int64 = 256 << 20
 )
 
 // Transport names a server block's transport.
@@ -140,6 +152,13 @@ type Host struct {
 	// calls in flight and stops. Zero stops at once. Load sets
 	// DefaultDrain when the attribute is unset; ApplyDefaults leaves it.
 	Drain time.Duration
+
+	// MaxInflightBytes bounds the bytes of upstream responses held at once
+	// across all servers and calls, from the first byte read until the
+	// call's result has been handed on. A call whose response does not fit
+	// waits for room within its timeout, or fails as busy. Zero means
+	// DefaultMaxInflightBytes.
+	MaxInflightBytes int64
 }
 
 // Audit is the `audit { … }` block inside the host block: a JSON-lines
@@ -210,6 +229,12 @@ type Server struct {
 
 	// Breaker configures the per-server circuit breaker.
 	Breaker Breaker
+
+	// MaxMessageSize bounds one message from this server in bytes: an HTTP
+	// response body, one event of an event stream, one stdio line. A
+	// larger result fails its call; the session stays up. Zero means
+	// DefaultMaxMessageSize.
+	MaxMessageSize int64
 
 	// DeclRange is where the block was declared, for errors that point back
 	// into the file. Zero when built in Go.

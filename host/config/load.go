@@ -194,6 +194,10 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		h.Drain = v
 		at("drain", rh.Drain)
 	}
+	if v, ok := d.size(rh.MaxInflightBytes, "max_inflight_bytes", "the host block"); ok {
+		h.MaxInflightBytes = v
+		at("max_inflight_bytes", rh.MaxInflightBytes)
+	}
 	if ra := rh.Audit; ra != nil {
 		d.src.host["audit"] = ra.DefRange
 		a := &Audit{}
@@ -309,6 +313,10 @@ func (d *decoder) server(rs *serverSchema) *Server {
 	if v, ok := d.duration(rs.ConnectTimeout, "connect_timeout", where); ok {
 		s.ConnectTimeout = v
 		at("connect_timeout", rs.ConnectTimeout)
+	}
+	if v, ok := d.size(rs.MaxMessageSize, "max_message_size", where); ok {
+		s.MaxMessageSize = v
+		at("max_message_size", rs.MaxMessageSize)
 	}
 	// An explicit prefix, even "", replaces the default (the name).
 	if v, ok := d.str(rs.Prefix, "prefix"); ok {

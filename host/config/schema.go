@@ -34,6 +34,9 @@ type hostSchema struct {
 	SessionIdleTimeout hcl.Expression `hcl:"session_idle_timeout,optional"`
 	MaxSessions        hcl.Expression `hcl:"max_sessions,optional"`
 
+	// Bounds on bytes from upstream servers.
+	MaxInflightBytes hcl.Expression `hcl:"max_inflight_bytes,optional"`
+
 	Auth  *authSchema  `hcl:"auth,block"`
 	Audit *auditSchema `hcl:"audit,block"`
 
@@ -81,6 +84,9 @@ type serverSchema struct {
 	Prefix          hcl.Expression `hcl:"prefix,optional"`
 	ProtocolVersion hcl.Expression `hcl:"protocol_version,optional"`
 	Required        hcl.Expression `hcl:"required,optional"`
+
+	// Bounds on bytes from this server.
+	MaxMessageSize hcl.Expression `hcl:"max_message_size,optional"`
 
 	Tools     *toolsSchema     `hcl:"tools,block"`
 	Reconnect *reconnectSchema `hcl:"reconnect,block"`
