@@ -95,6 +95,9 @@ type Host struct {
 	// with roots or changed them; every server gets them (setRoots).
 	rootsMu sync.Mutex
 	roots   []*mcp.Root
+	// results bounds the upstream response bytes held at once across all
+	// servers (the host block's max_inflight_bytes). Each Host has its own.
+	results *transport.ResultBudget
 	// telemetry observes every supervisor (metrics, traces, audit, call
 	// counts); nil when all of those are off.
 	telemetry *telemetry.Observer
@@ -125,6 +128,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	// the logs of several replicas can be merged and still be told apart.
 	o.logger = o.logger.With("replica", replica)
 	h := &Host{opts: o, logger: o.logger, replica: replica, draining: make(chan struct{}), drainPeriod: cfg.Host.Drain}
+	h.results = transport.NewResultBudget(cfg.Host.MaxInflightBytes)
 	if a := cfg.Host.Audit; a != nil {
 		log, err := audit.Open(a.Path, a.IncludeArguments, replica)
 		if err != nil {
@@ -208,6 +212,8 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 		HTTPClient: hc,
 		Plugin:     plugin.NewDialer,
 		TokenStore: store,
+
+		ResultBudget: h.results,
 	})
 	if err != nil {
 		return nil, err

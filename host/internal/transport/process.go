@@ -97,6 +97,9 @@ type ProcessConfig struct {
 	Dir string
 	// Logger receives each stderr line at info level.
 	Logger hclog.Logger
+	// MaxMessageSize bounds one JSON-RPC line on the server's stdout (the
+	// server's max_message_size); zero means the go-sdk's default.
+	MaxMessageSize int64
 }
 
 // Process is a running stdio server in its own process group.
@@ -106,6 +109,8 @@ type Process struct {
 	stdin  *os.File // our write end of the child's stdin
 	stdout *os.File // our read end of the child's stdout
 	logger hclog.Logger
+	// maxMessage bounds one JSON-RPC line (ProcessConfig.MaxMessageSize).
+	maxMessage int64
 
 	exited  chan struct{}
 	waitErr error // set before exited closes
@@ -180,6 +185,8 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		stdout: outR,
 		logger: logger,
 		exited: make(chan struct{}),
+
+		maxMessage: cfg.MaxMessageSize,
 
 		strayLimit: rate.NewLimiter(strayRate, strayBurst),
 		errLimit:   rate.NewLimiter(stderrRate, stderrBurst),
@@ -293,7 +300,7 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Transport returns the JSON-RPC transport over the process's stdio.
 func (p *Process) Transport() mcp.Transport {
-	return wire.NewServerLineTransport(p.stdout, p.stdin, p.strayLine)
+	return wire.NewServerLineTransport(p.stdout, p.stdin, p.strayLine, p.maxMessage)
 }
 
 // Done is closed when the direct child has exited.

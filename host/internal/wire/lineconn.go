@@ -17,8 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// maxLineLength bounds one JSON-RPC message from a server (the SDK's
-// default, 16 MiB); a longer line ends the connection.
+// maxLineLength bounds one JSON-RPC message from a peer unless the
+// transport sets its own bound (the SDK's default, 16 MiB).
 const maxLineLength = mcp.DefaultMaxLineLength
 
 // lineTransport speaks newline-delimited JSON-RPC over a server process's
@@ -34,10 +34,16 @@ type lineTransport struct {
 	// answerInvalid: an undecodable line is answered with a parse error
 	// and skipped (a client's pipes; see NewClientLineTransport).
 	answerInvalid bool
+	// maxLine bounds one line; zero means maxLineLength.
+	maxLine int64
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1), stray: t.stray, answerInvalid: t.answerInvalid}, nil
+	maxLine := t.maxLine
+	if maxLine <= 0 {
+		maxLine = maxLineLength
+	}
+	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1), stray: t.stray, answerInvalid: t.answerInvalid, maxLine: maxLine}, nil
 }
 
 // ErrWriteTimeout is wrapped by the error of a write that could not finish
@@ -59,6 +65,8 @@ type lineConn struct {
 	stray func(line []byte)
 	// answerInvalid: see lineTransport.
 	answerInvalid bool
+	// maxLine bounds one line.
+	maxLine int64
 
 	// wsem serialises writes; unlike a mutex, waiting for it is bounded by
 	// the writer's context.
@@ -144,7 +152,7 @@ func (c *lineConn) answerParseError(ctx context.Context, cause error) bool {
 	return c.write(ctx, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":`+string(msg)+"}}\n")) == nil
 }
 
-// readLine returns the next line without its newline, up to maxLineLength.
+// readLine returns the next line without its newline, up to maxLine bytes.
 func (c *lineConn) readLine() ([]byte, error) {
 	line, err := c.r.ReadSlice('\n')
 	if err == nil {
@@ -160,8 +168,8 @@ func (c *lineConn) readLine() ([]byte, error) {
 	for {
 		line, err = c.r.ReadSlice('\n')
 		buf = append(buf, line...)
-		if len(buf) > maxLineLength {
-			return nil, fmt.Errorf("message longer than %d bytes", maxLineLength)
+		if int64(len(buf)) > c.maxLine {
+			return nil, fmt.Errorf("message longer than %d bytes", c.maxLine)
 		}
 		switch {
 		case err == nil:

@@ -20,9 +20,10 @@ func NewLineTransport(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
 // NewServerLineTransport is NewLineTransport for a server process's pipes:
 // a line on its stdout that is not a JSON-RPC message (a stray print, an
 // npm banner) is handed to stray and skipped, as the reference TypeScript
-// client does, instead of ending the session.
-func NewServerLineTransport(r io.ReadCloser, w io.WriteCloser, stray func(line []byte)) mcp.Transport {
-	return &lineTransport{r: r, w: w, stray: stray}
+// client does, instead of ending the session. maxLine bounds one line
+// (the server's max_message_size); zero means the SDK's default, 16 MiB.
+func NewServerLineTransport(r io.ReadCloser, w io.WriteCloser, stray func(line []byte), maxLine int64) mcp.Transport {
+	return &lineTransport{r: r, w: w, stray: stray, maxLine: maxLine}
 }
 
 // NewClientLineTransport is NewLineTransport for a client's pipes (the

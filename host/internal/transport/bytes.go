@@ -1,0 +1,303 @@
+package transport
+
+// Bytes from HTTP upstreams are bounded twice before they are held
+// (docs/security.md, "Bytes from upstream servers"):
+//
+//   - per message: a response body larger than the server's
+//     max_message_size is not read past the limit. An event stream's
+//     events are bounded by the go-sdk itself (MaxEventSize, set to the same
+//     limit); every other body is bounded here, on the link's http.Client,
+//     because the go-sdk reads a JSON response body whole, with no limit.
+//   - across the host: the bytes of JSON responses are reserved from the
+//     host's ResultBudget as they arrive and released when the call that
+//     sent the request ends (its context is done), which is when its result
+//     has been handed on or dropped.
+//
+// A response refused by either bound fails as an error of RoundTrip. The
+// go-sdk treats a failed RoundTrip as that request's failure (it wraps it in
+// jsonrpc2.ErrRejected) and keeps the session; a failed body read, by
+// contrast, would end the whole session. So a JSON body is read to its end
+// (or its Content-Length checked) inside RoundTrip, before the go-sdk sees
+// the response.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
+)
+
+// ErrMessageTooLarge is wrapped by the error of a call whose response from
+// the upstream was larger than the server's max_message_size.
+var ErrMessageTooLarge = errors.New("upstream response larger than max_message_size")
+
+// ErrBusy is wrapped by the error of a call whose response could not be
+// held because the host's max_inflight_bytes were taken by other calls'
+// responses until the call's deadline.
+var ErrBusy = errors.New("upstream response bytes in flight at the host's max_inflight_bytes")
+
+// A ResultBudget bounds the bytes of upstream responses a Host holds at
+// once, across all its servers and calls. Each Host has its own.
+type ResultBudget struct {
+	limit int64
+
+	mu   sync.Mutex    // guards used and room
+	used int64         // bytes reserved now
+	room chan struct{} // closed (and replaced) when bytes are released
+}
+
+// NewResultBudget returns a budget of limit bytes; limit <= 0 means
+// config.DefaultMaxInflightBytes.
+func NewResultBudget(limit int64) *ResultBudget {
+	if limit <= 0 {
+		limit = config.DefaultMaxInflightBytes
+	}
+	return &ResultBudget{limit: limit, room: make(chan struct{})}
+}
+
+// Limit returns the budget's size in bytes.
+func (b *ResultBudget) Limit() int64 { return b.limit }
+
+// InUse returns the bytes reserved now.
+func (b *ResultBudget) InUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// tryReserve reserves n bytes if they fit now.
+func (b *ResultBudget) tryReserve(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.limit {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// reserve reserves n bytes, waiting for other calls to release them until
+// ctx is done. It must not be called while holding a reservation: two
+// calls each holding part of the budget and waiting for more would wait
+// for each other.
+func (b *ResultBudget) reserve(ctx context.Context, n int64) error {
+	if n > b.limit {
+		return ErrBusy
+	}
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.limit {
+			b.used += n
+			b.mu.Unlock()
+			return nil
+		}
+		room := b.room
+		b.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
+		}
+	}
+}
+
+func (b *ResultBudget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	close(b.room)
+	b.room = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// budgetStep is how much a response of unknown length reserves at a time
+// while it is read.
+const budgetStep = 256 << 10
+
+// boundedRoundTripper bounds the response bodies of one server's link
+// (see the note at the top of this file).
+type boundedRoundTripper struct {
+	base   http.RoundTripper
+	server string
+	limit  int64
+	budget *ResultBudget
+	logger hclog.Logger
+}
+
+func (rt *boundedRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "text/event-stream" {
+		// Read one event at a time by the go-sdk, each bounded by
+		// MaxEventSize.
+		return resp, nil
+	}
+	op := req.Header.Get("Mcp-Method")
+	if resp.ContentLength > rt.limit {
+		resp.Body.Close()
+		return nil, rt.tooLarge(op, resp.ContentLength)
+	}
+	if mt != "application/json" || resp.StatusCode != http.StatusOK {
+		// An error page or an empty acknowledgement: read by the go-sdk
+		// for its error message at most, and never past the limit.
+		resp.Body = &limitedBody{body: resp.Body, left: rt.limit, err: rt.tooLarge(op, -1)}
+		return resp, nil
+	}
+	ctx := req.Context()
+	if resp.ContentLength >= 0 {
+		// The whole answer is reserved before any of it is read; net/http
+		// reads no more than Content-Length.
+		if err := rt.budget.reserve(ctx, resp.ContentLength); err != nil {
+			resp.Body.Close()
+			return nil, rt.busy(op, err)
+		}
+		rt.holdUntilDone(ctx, resp.ContentLength)
+		return resp, nil
+	}
+	// Chunked: read it all here, so that a response over the limit fails
+	// this call (see the note at the top of the file).
+	buf, err := rt.readChunked(ctx, op, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(buf))
+	resp.ContentLength = int64(len(buf))
+	return resp, nil
+}
+
+// readChunked reads a body of unknown length whole, reserving its bytes
+// from the budget as they arrive. Only the first reservation waits for
+// room: one that holds bytes already and waits for more could wait for
+// another that does the same. The reservation is held until ctx is done.
+func (rt *boundedRoundTripper) readChunked(ctx context.Context, op string, body io.Reader) ([]byte, error) {
+	var buf []byte
+	var held int64
+	for {
+		if int64(len(buf)) == held {
+			step := min(int64(budgetStep), rt.limit+1-held)
+			var err error
+			if held == 0 {
+				err = rt.budget.reserve(ctx, step)
+			} else if !rt.budget.tryReserve(step) {
+				err = ErrBusy
+			}
+			if err != nil {
+				rt.budget.release(held)
+				return nil, rt.busy(op, err)
+			}
+			held += step
+			buf = growTo(buf, held)
+		}
+		n, err := body.Read(buf[len(buf):held])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > rt.limit {
+			rt.budget.release(held)
+			return nil, rt.tooLarge(op, -1)
+		}
+		if err == io.EOF {
+			// Keep only what the answer holds.
+			rt.budget.release(held - int64(len(buf)))
+			rt.holdUntilDone(ctx, int64(len(buf)))
+			return buf, nil
+		}
+		if err != nil {
+			rt.budget.release(held)
+			return nil, err
+		}
+	}
+}
+
+// growTo returns buf with a capacity of at least n, doubling as it grows
+// so that a large answer is copied a few times, not once per step.
+func growTo(buf []byte, n int64) []byte {
+	if int64(cap(buf)) >= n {
+		return buf
+	}
+	c := max(n, 2*int64(cap(buf)))
+	nb := make([]byte, len(buf), c)
+	copy(nb, buf)
+	return nb
+}
+
+// holdUntilDone keeps n bytes of the budget until ctx, the context of the
+// call whose answer they are, is done: then the call's result has been
+// handed on, or dropped. Every call mcpvisor makes has a deadline (the
+// server's timeout), so every such context ends.
+func (rt *boundedRoundTripper) holdUntilDone(ctx context.Context, n int64) {
+	if n == 0 {
+		return
+	}
+	if ctx.Done() == nil {
+		// A context that never ends (only a test or an embedder's
+		// direct use builds one): hold nothing.
+		rt.budget.release(n)
+		return
+	}
+	context.AfterFunc(ctx, func() { rt.budget.release(n) })
+}
+
+// tooLarge is the error of a response over the limit; size is its
+// Content-Length, or -1 when unknown.
+func (rt *boundedRoundTripper) tooLarge(op string, size int64) error {
+	what := "more than " + config.FormatSize(rt.limit)
+	if size >= 0 {
+		what = fmt.Sprintf("%d bytes", size)
+	}
+	rt.logger.Warn("upstream response over max_message_size refused", "op", op, "limit", rt.limit, "content_length", size)
+	return &recovery.Error{Server: rt.server, Op: op, Class: recovery.Application,
+		Reason: fmt.Sprintf("the server's response (%s) is larger than its max_message_size (%s); the call failed and the server stays connected. If results this large are expected, raise max_message_size in the server block",
+			what, config.FormatSize(rt.limit)),
+		Err: ErrMessageTooLarge}
+}
+
+// busy is the error of a response the budget had no room for.
+func (rt *boundedRoundTripper) busy(op string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		// The caller gave up while waiting: that is all that happened.
+		return context.Canceled
+	}
+	rt.logger.Warn("upstream response refused: max_inflight_bytes reached", "op", op, "limit", rt.budget.Limit())
+	return &recovery.Error{Server: rt.server, Op: op, Class: recovery.Application,
+		Reason: fmt.Sprintf("mcpvisor is busy: the responses in flight from all servers fill max_inflight_bytes of the host block (%s), so this call's response was not read; retry later, or raise max_inflight_bytes",
+			config.FormatSize(rt.budget.Limit())),
+		Err: err}
+}
+
+// limitedBody fails a read past left bytes with err.
+type limitedBody struct {
+	body io.ReadCloser
+	left int64
+	err  error
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, l.err
+	}
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.body.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n + int(l.left), l.err
+	}
+	return n, err
+}
+
+func (l *limitedBody) Close() error { return l.body.Close() }
