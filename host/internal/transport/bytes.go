@@ -23,6 +23,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -146,15 +147,14 @@ func (rt *boundedRoundTripper) RoundTrip(req *http.Request) (*http.Response, err
 		// MaxEventSize.
 		return resp, nil
 	}
-	op := req.Header.Get("Mcp-Method")
 	if resp.ContentLength > rt.limit {
 		resp.Body.Close()
-		return nil, rt.tooLarge(op, resp.ContentLength)
+		return nil, rt.tooLarge(req, resp.ContentLength)
 	}
 	if mt != "application/json" || resp.StatusCode != http.StatusOK {
 		// An error page or an empty acknowledgement: read by the go-sdk
 		// for its error message at most, and never past the limit.
-		resp.Body = &limitedBody{body: resp.Body, left: rt.limit, err: rt.tooLarge(op, -1)}
+		resp.Body = &limitedBody{body: resp.Body, left: rt.limit, err: func() error { return rt.tooLarge(req, -1) }}
 		return resp, nil
 	}
 	ctx := req.Context()
@@ -163,14 +163,14 @@ func (rt *boundedRoundTripper) RoundTrip(req *http.Request) (*http.Response, err
 		// reads no more than Content-Length.
 		if err := rt.budget.reserve(ctx, resp.ContentLength); err != nil {
 			resp.Body.Close()
-			return nil, rt.busy(op, err)
+			return nil, rt.busy(req, err)
 		}
 		rt.holdUntilDone(ctx, resp.ContentLength)
 		return resp, nil
 	}
 	// Chunked: read it all here, so that a response over the limit fails
 	// this call (see the note at the top of the file).
-	buf, err := rt.readChunked(ctx, op, resp.Body)
+	buf, err := rt.readChunked(req, resp.Body)
 	resp.Body.Close()
 	if err != nil {
 		return nil, err
@@ -184,7 +184,8 @@ func (rt *boundedRoundTripper) RoundTrip(req *http.Request) (*http.Response, err
 // from the budget as they arrive. Only the first reservation waits for
 // room: one that holds bytes already and waits for more could wait for
 // another that does the same. The reservation is held until ctx is done.
-func (rt *boundedRoundTripper) readChunked(ctx context.Context, op string, body io.Reader) ([]byte, error) {
+func (rt *boundedRoundTripper) readChunked(req *http.Request, body io.Reader) ([]byte, error) {
+	ctx := req.Context()
 	var buf []byte
 	var held int64
 	for {
@@ -198,7 +199,7 @@ func (rt *boundedRoundTripper) readChunked(ctx context.Context, op string, body 
 			}
 			if err != nil {
 				rt.budget.release(held)
-				return nil, rt.busy(op, err)
+				return nil, rt.busy(req, err)
 			}
 			held += step
 			buf = growTo(buf, held)
@@ -207,7 +208,7 @@ func (rt *boundedRoundTripper) readChunked(ctx context.Context, op string, body 
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > rt.limit {
 			rt.budget.release(held)
-			return nil, rt.tooLarge(op, -1)
+			return nil, rt.tooLarge(req, -1)
 		}
 		if err == io.EOF {
 			// Keep only what the answer holds.
@@ -253,7 +254,8 @@ func (rt *boundedRoundTripper) holdUntilDone(ctx context.Context, n int64) {
 
 // tooLarge is the error of a response over the limit; size is its
 // Content-Length, or -1 when unknown.
-func (rt *boundedRoundTripper) tooLarge(op string, size int64) error {
+func (rt *boundedRoundTripper) tooLarge(req *http.Request, size int64) error {
+	op := requestMethod(req)
 	what := "more than " + config.FormatSize(rt.limit)
 	if size >= 0 {
 		what = fmt.Sprintf("%d bytes", size)
@@ -266,11 +268,12 @@ func (rt *boundedRoundTripper) tooLarge(op string, size int64) error {
 }
 
 // busy is the error of a response the budget had no room for.
-func (rt *boundedRoundTripper) busy(op string, err error) error {
+func (rt *boundedRoundTripper) busy(req *http.Request, err error) error {
 	if errors.Is(err, context.Canceled) {
 		// The caller gave up while waiting: that is all that happened.
 		return context.Canceled
 	}
+	op := requestMethod(req)
 	rt.logger.Warn("upstream response refused: max_inflight_bytes reached", "op", op, "limit", rt.budget.Limit())
 	return &recovery.Error{Server: rt.server, Op: op, Class: recovery.Application,
 		Reason: fmt.Sprintf("mcpvisor is busy: the responses in flight from all servers fill max_inflight_bytes of the host block (%s), so this call's response was not read; retry later, or raise max_inflight_bytes",
@@ -278,16 +281,41 @@ func (rt *boundedRoundTripper) busy(op string, err error) error {
 		Err: err}
 }
 
-// limitedBody fails a read past left bytes with err.
+// requestMethod is the JSON-RPC method of an MCP request, for messages:
+// the Mcp-Method header where the protocol version has it, else the
+// method in the body the go-sdk sent (which it can send again: GetBody).
+func requestMethod(req *http.Request) string {
+	if m := req.Header.Get("Mcp-Method"); m != "" {
+		return m
+	}
+	if req.GetBody == nil {
+		return ""
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer body.Close()
+	var msg struct {
+		Method string `json:"method"`
+	}
+	json.NewDecoder(io.LimitReader(body, maxMethodScan)).Decode(&msg)
+	return msg.Method
+}
+
+// maxMethodScan bounds what requestMethod reads of a request body.
+const maxMethodScan = 1 << 20
+
+// limitedBody fails a read past left bytes with err().
 type limitedBody struct {
 	body io.ReadCloser
 	left int64
-	err  error
+	err  func() error
 }
 
 func (l *limitedBody) Read(p []byte) (int, error) {
 	if l.left < 0 {
-		return 0, l.err
+		return 0, l.err()
 	}
 	if int64(len(p)) > l.left+1 {
 		p = p[:l.left+1]
@@ -295,7 +323,9 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 	n, err := l.body.Read(p)
 	l.left -= int64(n)
 	if l.left < 0 {
-		return n + int(l.left), l.err
+		n += int(l.left)
+		l.err = sync.OnceValue(l.err)
+		return n, l.err()
 	}
 	return n, err
 }

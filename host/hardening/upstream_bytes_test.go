@@ -1,0 +1,346 @@
+package hardening_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const (
+	// endlessBodyBytes is what an "endless" answer sends at most before the
+	// upstream gives up: far past any limit, and enough to blow the RSS
+	// bound below when read whole.
+	endlessBodyBytes = 400 << 20
+	// endlessRSSBound bounds mcpvisor's RSS growth while an upstream sends
+	// an endless answer (the default max_message_size is 16 MiB).
+	endlessRSSBound = 200 * mb
+	// bytesTool is the bytes upstream's tool as mcpvisor exposes it.
+	bytesTool = "big__t"
+)
+
+// bytesUpstream is a streamable HTTP MCP server on net/http whose one
+// tool, "t", answers by its "mode" argument:
+//
+//   - "ok": a small result;
+//   - "endless-length": declares a Content-Length of a terabyte and sends
+//     endlessBodyBytes of one JSON string;
+//   - "endless-chunked": the same without a length (chunked);
+//   - "big": a valid result of "size" bytes of text, with a Content-Length;
+//   - "big-chunked": the same, chunked.
+type bytesUpstream struct {
+	srv      *http.Server
+	ln       net.Listener
+	bigCalls atomic.Int64 // big and endless answers begun
+	inits    atomic.Int64 // initialize requests: one per session
+}
+
+func startBytesUpstream(t *testing.T) *bytesUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &bytesUpstream{ln: ln}
+	u.srv = &http.Server{Handler: http.HandlerFunc(u.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		u.srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		u.srv.Close()
+		<-done
+	})
+	return u
+}
+
+func (u *bytesUpstream) url() string { return "http://" + u.ln.Addr().String() + "/mcp" }
+
+func (u *bytesUpstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodDelete:
+		return
+	default:
+		w.Header().Set("Allow", "POST, DELETE")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Arguments struct {
+				Mode string `json:"mode"`
+				Size int    `json:"size"`
+			} `json:"arguments"`
+		} `json:"params"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&msg); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(msg.ID) == 0 {
+		w.WriteHeader(http.StatusAccepted) // a notification
+		return
+	}
+	answer := func(result string) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"result":`+result+`}`)
+	}
+	switch msg.Method {
+	case "initialize":
+		u.inits.Add(1)
+		w.Header().Set("Mcp-Session-Id", "bytes-session-1")
+		answer(`{"protocolVersion":"` + sessionProtocol + `","capabilities":{"tools":{}},"serverInfo":{"name":"bytes","version":"1"}}`)
+	case "tools/list":
+		answer(`{"tools":[{"name":"t","description":"answers with as many bytes as asked","inputSchema":{"type":"object"}}]}`)
+	case "tools/call":
+		u.call(w, msg.ID, msg.Params.Arguments.Mode, msg.Params.Arguments.Size)
+	default:
+		answer(`{}`)
+	}
+}
+
+// call writes a tools/call answer of the given mode (see bytesUpstream).
+func (u *bytesUpstream) call(w http.ResponseWriter, id json.RawMessage, mode string, size int) {
+	head := `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"content":[{"type":"text","text":"`
+	tail := `"}]}}`
+	w.Header().Set("Content-Type", "application/json")
+	switch mode {
+	case "ok":
+		io.WriteString(w, head+"ok"+tail)
+		return
+	case "endless-length", "endless-chunked":
+		u.bigCalls.Add(1)
+		if mode == "endless-length" {
+			w.Header().Set("Content-Length", strconv.Itoa(1<<40))
+		}
+		io.WriteString(w, head)
+		w.(http.Flusher).Flush()
+		chunk := strings.Repeat("x", 64<<10)
+		for n := 0; n < endlessBodyBytes; n += len(chunk) {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return // mcpvisor stopped reading
+			}
+		}
+		return
+	case "big", "big-chunked":
+		u.bigCalls.Add(1)
+		text := strings.Repeat("y", size)
+		if mode == "big" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(head)+len(text)+len(tail)))
+		}
+		io.WriteString(w, head)
+		if mode == "big-chunked" {
+			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, text+tail)
+		return
+	}
+	http.Error(w, "unknown mode "+mode, http.StatusBadRequest)
+}
+
+// bytesBlock is the server block for the bytes upstream, with extra
+// attributes.
+func bytesBlock(u *bytesUpstream, attrs string) string {
+	return fmt.Sprintf(`server "big" {
+  url             = %s
+  timeout         = "60s"
+  connect_timeout = "10s"
+%s}
+`, hclString(u.url()), attrs)
+}
+
+// callMode calls the bytes upstream's tool through mcpvisor.
+func callMode(ctx context.Context, cs *mcp.ClientSession, mode string, size int) (*mcp.CallToolResult, error) {
+	return cs.CallTool(ctx, &mcp.CallToolParams{Name: bytesTool, Arguments: map[string]any{"mode": mode, "size": size}})
+}
+
+// requireOK requires a call to have succeeded with text of want bytes
+// (-1: any).
+func requireOK(t *testing.T, what string, res *mcp.CallToolResult, err error, want int) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%s failed: %v", what, err)
+		return
+	}
+	if res.IsError || len(res.Content) != 1 {
+		t.Errorf("%s: want one text, got isError=%v content=%s", what, res.IsError, contentText(res))
+		return
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok || (want >= 0 && len(tc.Text) != want) {
+		t.Errorf("%s: want %d bytes of text, got %s", what, want, contentText(res))
+	}
+}
+
+// TestUpstreamEndlessJSONBody runs an HTTP upstream that answers a
+// tools/call with an endless application/json body, with a Content-Length
+// of a terabyte or chunked. The call must fail with an error that names
+// the server, the limit and the setting to raise; mcpvisor's RSS must grow
+// by less than 200 MB; calls to another server and to the same server must
+// succeed meanwhile and afterwards, and the server must stay ready (the
+// session survives: it is not counted as a crash).
+func TestUpstreamEndlessJSONBody(t *testing.T) {
+	for _, mode := range []string{"endless-length", "endless-chunked"} {
+		t.Run(mode, func(t *testing.T) {
+			u := startBytesUpstream(t)
+			mv := startMcpvisor(t, echoBlock()+"\n"+bytesBlock(u, ""))
+			cs := connectClient(t, mv)
+			waitTool(t, cs, bytesTool)
+			waitTool(t, cs, "echo__echo")
+
+			before := mv.rssKB(t)
+			peak := mv.trackPeak(t)
+			ctx, cancel := context.WithTimeout(context.Background(), callBound)
+			defer cancel()
+
+			var wg sync.WaitGroup
+			var endlessErr error
+			var endlessRes *mcp.CallToolResult
+			wg.Go(func() { endlessRes, endlessErr = callMode(ctx, cs, mode, 0) })
+			// Meanwhile: another server, and the same one.
+			for i := range 4 {
+				wg.Go(func() {
+					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "meanwhile"}})
+					requireOK(t, fmt.Sprintf("echo call %d during the endless answer", i), res, err, -1)
+				})
+				wg.Go(func() {
+					res, err := callMode(ctx, cs, "ok", 0)
+					requireOK(t, fmt.Sprintf("ok call %d to the same server during the endless answer", i), res, err, 2)
+				})
+			}
+			wg.Wait()
+			peakKB := peak.peakKB()
+			t.Logf("RSS before %d kB, peak %d kB (+%d kB)", before, peakKB, peakKB-before)
+			t.Logf("endless call: result %v, error %v", endlessRes != nil, endlessErr)
+
+			if u.bigCalls.Load() == 0 {
+				t.Fatal("the upstream never got the endless call (the test tested nothing)")
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the calls did not end within %s", callBound)
+			}
+			if endlessErr == nil {
+				t.Errorf("the endless answer's call succeeded (isError=%v, %s); it must fail", endlessRes.IsError, contentText(endlessRes))
+			} else {
+				for _, want := range []string{`"big"`, "max_message_size", "16MiB", "server block"} {
+					if !strings.Contains(endlessErr.Error(), want) {
+						t.Errorf("the endless answer's error does not say %s: %v", want, endlessErr)
+					}
+				}
+			}
+			if grow := peakKB - before; grow > endlessRSSBound {
+				t.Errorf("the endless answer grew mcpvisor's RSS by %d MB (from %d MB to %d MB), bound %d MB",
+					grow/mb, before/mb, peakKB/mb, endlessRSSBound/mb)
+			}
+
+			// Afterwards: the same session still serves, and the server
+			// was never taken for crashed.
+			res, err := callMode(ctx, cs, "ok", 0)
+			requireOK(t, "a call to the same server afterwards", res, err, 2)
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": "after"}})
+			requireOK(t, "an echo call afterwards", res, err, -1)
+			if st := mv.status(t)["big"]; st.State != "ready" {
+				t.Errorf("after the endless answer the server is %q (last error %q), want ready", st.State, st.LastError)
+			}
+			if n := u.inits.Load(); n != 1 {
+				t.Errorf("mcpvisor initialized %d sessions with the upstream; the endless answer must fail its call, not the session", n)
+			}
+			mv.alive(t)
+			mv.healthz(t, "after the endless answer")
+		})
+	}
+}
+
+const (
+	// budgetInflight is the host's max_inflight_bytes in the budget test,
+	// and budgetMessage the server's max_message_size.
+	budgetInflight = 32 << 20
+	budgetMessage  = 8 << 20
+	// budgetResult is each large result's text, budgetCalls how many are
+	// asked for at once: 24 × 6 MiB is 144 MiB, over four times the budget.
+	budgetResult = 6 << 20
+	budgetCalls  = 24
+	// budgetRSSBound bounds mcpvisor's RSS growth while the results are in
+	// flight. Each result is held a few times over on its way through
+	// (the body, the decoded result, the answer to the client), and the Go
+	// heap grows to twice what is live before collecting: well within this
+	// with the budget, far past it without (every result at once).
+	budgetRSSBound = 400 * mb
+)
+
+// TestUpstreamResultsWithinInflightBudget asks an HTTP upstream for 24
+// results of 6 MiB at once, with a Content-Length and chunked, through a
+// mcpvisor whose max_inflight_bytes is 32 MiB. Every call must either
+// succeed whole or fail as busy, naming the setting; mcpvisor's RSS must
+// stay bounded; and the server must stay ready.
+func TestUpstreamResultsWithinInflightBudget(t *testing.T) {
+	for _, mode := range []string{"big", "big-chunked"} {
+		t.Run(mode, func(t *testing.T) {
+			u := startBytesUpstream(t)
+			mv := startMcpvisorWith(t, fmt.Sprintf("  max_inflight_bytes = %q\n", "32MiB"),
+				echoBlock()+"\n"+bytesBlock(u, fmt.Sprintf("  max_message_size = %d\n", budgetMessage)))
+			cs := connectClient(t, mv)
+			waitTool(t, cs, bytesTool)
+
+			before := mv.rssKB(t)
+			peak := mv.trackPeak(t)
+			ctx, cancel := context.WithTimeout(context.Background(), callBound)
+			defer cancel()
+			var wg sync.WaitGroup
+			var ok, busy atomic.Int64
+			for i := range budgetCalls {
+				wg.Go(func() {
+					res, err := callMode(ctx, cs, mode, budgetResult)
+					if err != nil && strings.Contains(err.Error(), "busy") {
+						busy.Add(1)
+						if !strings.Contains(err.Error(), "max_inflight_bytes") || !strings.Contains(err.Error(), `"big"`) {
+							t.Errorf("call %d: a busy error must name the server and max_inflight_bytes: %v", i, err)
+						}
+						return
+					}
+					requireOK(t, fmt.Sprintf("large call %d", i), res, err, budgetResult)
+					if err == nil {
+						ok.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			peakKB := peak.peakKB()
+			t.Logf("%d calls succeeded, %d were refused as busy; RSS before %d kB, peak %d kB (+%d kB)",
+				ok.Load(), busy.Load(), before, peakKB, peakKB-before)
+			if ctx.Err() != nil {
+				t.Fatalf("the calls did not end within %s", callBound)
+			}
+			if ok.Load() == 0 {
+				t.Errorf("no large call succeeded")
+			}
+			if grow := peakKB - before; grow > budgetRSSBound {
+				t.Errorf("%d results of %d MiB grew mcpvisor's RSS by %d MB (from %d MB to %d MB), bound %d MB with max_inflight_bytes = 32MiB",
+					budgetCalls, budgetResult>>20, grow/mb, before/mb, peakKB/mb, budgetRSSBound/mb)
+			}
+			res, err := callMode(ctx, cs, "ok", 0)
+			requireOK(t, "a call afterwards", res, err, 2)
+			if n := u.inits.Load(); n != 1 {
+				t.Errorf("mcpvisor initialized %d sessions with the upstream; large results must not end the session", n)
+			}
+			if st := mv.status(t)["big"]; st.State != "ready" {
+				t.Errorf("after the large results the server is %q (last error %q), want ready", st.State, st.LastError)
+			}
+			mv.alive(t)
+		})
+	}
+}
