@@ -503,10 +503,13 @@ type gatewaySink struct{ g *gateway.Gateway }
 func (s *gatewaySink) Apply(ch registry.Changes) { s.g.Apply(ch) }
 
 // backend adapts the Host to gateway.Backend: route by server name to that
-// server's supervisor.
+// server's supervisor. The gateway's context for a call ends once its
+// answer is written to the client: the upstream response's bytes count
+// against max_inflight_bytes until then (transport.HoldResultsFor).
 type backend struct{ h *Host }
 
 func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	ctx = transport.HoldResultsFor(ctx)
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
@@ -516,6 +519,7 @@ func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server str
 }
 
 func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error) {
+	ctx = transport.HoldResultsFor(ctx)
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
@@ -525,6 +529,7 @@ func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, too
 }
 
 func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	ctx = transport.HoldResultsFor(ctx)
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
@@ -534,6 +539,7 @@ func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server
 }
 
 func (b backend) GetPrompt(ctx context.Context, d upstream.Downstream, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	ctx = transport.HoldResultsFor(ctx)
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err

@@ -51,9 +51,10 @@ var ErrBusy = errors.New("upstream response bytes in flight at the host's max_in
 type ResultBudget struct {
 	limit int64
 
-	mu   sync.Mutex    // guards used and room
-	used int64         // bytes reserved now
-	room chan struct{} // closed (and replaced) when bytes are released
+	mu          sync.Mutex    // guards used, waitingHeld and room
+	used        int64         // bytes reserved now
+	waitingHeld int64         // bytes held by readers waiting to reserve more
+	room        chan struct{} // closed (and replaced) when bytes are released
 }
 
 // NewResultBudget returns a budget of limit bytes; limit <= 0 means
@@ -75,39 +76,45 @@ func (b *ResultBudget) InUse() int64 {
 	return b.used
 }
 
-// tryReserve reserves n bytes if they fit now.
-func (b *ResultBudget) tryReserve(n int64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.used+n > b.limit {
-		return false
-	}
-	b.used += n
-	return true
-}
-
-// reserve reserves n bytes, waiting for other calls to release them until
-// ctx is done. It must not be called while holding a reservation: two
-// calls each holding part of the budget and waiting for more would wait
-// for each other.
-func (b *ResultBudget) reserve(ctx context.Context, n int64) error {
-	if n > b.limit {
+// reserve reserves n more bytes for a reader that holds held bytes of the
+// budget already, waiting for other readers to release theirs until ctx
+// is done. A reader that holds bytes and waits for more could wait for
+// another that does the same: when every byte reserved is held by such
+// waiting readers, none would ever be released, and the reader that
+// found it so fails (and releases what it holds) instead of waiting.
+func (b *ResultBudget) reserve(ctx context.Context, held, n int64) error {
+	if held+n > b.limit {
 		return ErrBusy
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	waiting := false
+	defer func() {
+		if waiting {
+			b.waitingHeld -= held
+		}
+	}()
 	for {
-		b.mu.Lock()
 		if b.used+n <= b.limit {
 			b.used += n
-			b.mu.Unlock()
 			return nil
+		}
+		if !waiting {
+			b.waitingHeld += held
+			waiting = true
+		}
+		if held > 0 && b.waitingHeld >= b.used {
+			return ErrBusy
 		}
 		room := b.room
 		b.mu.Unlock()
 		select {
 		case <-room:
 		case <-ctx.Done():
+			b.mu.Lock()
 			return fmt.Errorf("%w: %w", ErrBusy, ctx.Err())
 		}
+		b.mu.Lock()
 	}
 }
 
@@ -161,7 +168,7 @@ func (rt *boundedRoundTripper) RoundTrip(req *http.Request) (*http.Response, err
 	if resp.ContentLength >= 0 {
 		// The whole answer is reserved before any of it is read; net/http
 		// reads no more than Content-Length.
-		if err := rt.budget.reserve(ctx, resp.ContentLength); err != nil {
+		if err := rt.budget.reserve(ctx, 0, resp.ContentLength); err != nil {
 			resp.Body.Close()
 			return nil, rt.busy(req, err)
 		}
@@ -181,30 +188,25 @@ func (rt *boundedRoundTripper) RoundTrip(req *http.Request) (*http.Response, err
 }
 
 // readChunked reads a body of unknown length whole, reserving its bytes
-// from the budget as they arrive. Only the first reservation waits for
-// room: one that holds bytes already and waits for more could wait for
-// another that does the same. The reservation is held until ctx is done.
+// from the budget as they arrive. The reservation is held until ctx is
+// done (holdUntilDone).
 func (rt *boundedRoundTripper) readChunked(req *http.Request, body io.Reader) ([]byte, error) {
 	ctx := req.Context()
 	var buf []byte
 	var held int64
 	for {
-		if int64(len(buf)) == held {
-			step := min(int64(budgetStep), rt.limit+1-held)
-			var err error
-			if held == 0 {
-				err = rt.budget.reserve(ctx, step)
-			} else if !rt.budget.tryReserve(step) {
-				err = ErrBusy
-			}
-			if err != nil {
+		if int64(len(buf)) == held && held < rt.limit {
+			step := min(int64(budgetStep), rt.limit-held)
+			if err := rt.budget.reserve(ctx, held, step); err != nil {
 				rt.budget.release(held)
 				return nil, rt.busy(req, err)
 			}
 			held += step
-			buf = growTo(buf, held)
 		}
-		n, err := body.Read(buf[len(buf):held])
+		// At the limit, one byte more (not counted) tells a body over it.
+		end := max(held, int64(len(buf))+1)
+		buf = growTo(buf, end)
+		n, err := body.Read(buf[len(buf):end])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > rt.limit {
 			rt.budget.release(held)
@@ -235,13 +237,38 @@ func growTo(buf []byte, n int64) []byte {
 	return nb
 }
 
+// resultsHeldKey marks a context whose end is when its calls' results
+// have been delivered (HoldResultsFor).
+type resultsHeldKey struct{}
+
+// HoldResultsFor returns ctx marked so that the upstream response bytes of
+// a call made under it (with any context derived from it) count against
+// the ResultBudget until ctx itself is done, not only until the upstream
+// call returns. The gateway marks the context of a client's request, which
+// ends once the answer has been written to the client: so the budget
+// covers the result on its whole way through mcpvisor. ctx must end
+// soon after the call it carries, or the budget stays taken.
+//
+// A context value, because the bytes are counted inside the go-sdk's
+// HTTP requests, which carry nothing else of the caller's.
+func HoldResultsFor(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, resultsHeldKey{}, ctx)
+}
+
 // holdUntilDone keeps n bytes of the budget until ctx, the context of the
-// call whose answer they are, is done: then the call's result has been
+// call whose answer they are, is done — or, if the call was made under
+// HoldResultsFor, until that context is: then the call's result has been
 // handed on, or dropped. Every call mcpvisor makes has a deadline (the
 // server's timeout), so every such context ends.
 func (rt *boundedRoundTripper) holdUntilDone(ctx context.Context, n int64) {
 	if n == 0 {
 		return
+	}
+	if held, ok := ctx.Value(resultsHeldKey{}).(context.Context); ok {
+		ctx = held
 	}
 	if ctx.Done() == nil {
 		// A context that never ends (only a test or an embedder's
