@@ -51,9 +51,10 @@ var ErrBusy = errors.New("upstream response bytes in flight at the host's max_in
 type ResultBudget struct {
 	limit int64
 
-	mu          sync.Mutex    // guards used, waitingHeld and room
+	mu          sync.Mutex    // guards used, waitingHeld, waiters and room
 	used        int64         // bytes reserved now
 	waitingHeld int64         // bytes held by readers waiting to reserve more
+	waiters     int           // readers waiting for room
 	room        chan struct{} // closed (and replaced) when bytes are released
 }
 
@@ -92,6 +93,7 @@ func (b *ResultBudget) reserve(ctx context.Context, held, n int64) error {
 	defer func() {
 		if waiting {
 			b.waitingHeld -= held
+			b.waiters--
 		}
 	}()
 	for {
@@ -101,6 +103,7 @@ func (b *ResultBudget) reserve(ctx context.Context, held, n int64) error {
 		}
 		if !waiting {
 			b.waitingHeld += held
+			b.waiters++
 			waiting = true
 		}
 		if held > 0 && b.waitingHeld >= b.used {
