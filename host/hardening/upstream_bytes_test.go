@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 )
 
 const (
@@ -388,4 +391,53 @@ func (h *headTail) Write(p []byte) (int, error) {
 		h.tail = h.tail[len(h.tail)-keep:]
 	}
 	return len(p), nil
+}
+
+// TestStdioOversizedResult runs a stdio server that answers a tools/call
+// with a line of 4 MiB while its max_message_size is 1 MiB, with the id
+// before the result (as the go-sdk writes it) and after it (as the
+// TypeScript SDK does). The call must fail with an error naming the server
+// and the setting; the process must not be replaced (the next call is
+// answered by the same pid) and the server must stay ready.
+func TestStdioOversizedResult(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "bigstdio")
+	if err := testutil.GoBuild(bin, "./host/hardening/internal/bigstdio"); err != nil {
+		t.Fatal(err)
+	}
+	block := fmt.Sprintf("server \"bigio\" {\n  command = %s\n  max_message_size = \"1MiB\"\n  timeout = \"60s\"\n}\n", hclString(bin))
+	mv := startMcpvisor(t, block)
+	cs := connectClient(t, mv)
+	waitTool(t, cs, "bigio__t")
+	ctx, cancel := context.WithTimeout(context.Background(), callBound)
+	defer cancel()
+	call := func(mode string) (*mcp.CallToolResult, error) {
+		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "bigio__t", Arguments: map[string]any{"mode": mode, "size": 4 << 20}})
+	}
+	pidOf := func(when string) string {
+		res, err := call("ok")
+		requireOK(t, "the ok call "+when, res, err, -1)
+		if err != nil || len(res.Content) == 0 {
+			t.FailNow()
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	pid := pidOf("before")
+	for _, mode := range []string{"id-first", "result-first"} {
+		res, err := call(mode)
+		if err == nil {
+			t.Errorf("%s: a 4 MiB result over a 1 MiB max_message_size succeeded (isError=%v)", mode, res.IsError)
+			continue
+		}
+		for _, want := range []string{`"bigio"`, "max_message_size (1MiB)", "server block"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: the error does not say %s: %v", mode, want, err)
+			}
+		}
+		if after := pidOf("after " + mode); after != pid {
+			t.Errorf("%s: the oversized result replaced the server's process (pid %s, now %s); it must fail only its call", mode, pid, after)
+		}
+	}
+	if st := mv.status(t)["bigio"]; st.State != "ready" {
+		t.Errorf("the server is %q (last error %q), want ready", st.State, st.LastError)
+	}
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
@@ -98,8 +99,11 @@ type ProcessConfig struct {
 	// Logger receives each stderr line at info level.
 	Logger hclog.Logger
 	// MaxMessageSize bounds one JSON-RPC line on the server's stdout (the
-	// server's max_message_size); zero means the go-sdk's default.
+	// server's max_message_size); zero means the go-sdk's default. A
+	// response over it fails its call and the session goes on.
 	MaxMessageSize int64
+	// Server names the server block in the error of such a call.
+	Server string
 }
 
 // Process is a running stdio server in its own process group.
@@ -111,6 +115,7 @@ type Process struct {
 	logger hclog.Logger
 	// maxMessage bounds one JSON-RPC line (ProcessConfig.MaxMessageSize).
 	maxMessage int64
+	server     string
 
 	exited  chan struct{}
 	waitErr error // set before exited closes
@@ -187,6 +192,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		exited: make(chan struct{}),
 
 		maxMessage: cfg.MaxMessageSize,
+		server:     cfg.Server,
 
 		strayLimit: rate.NewLimiter(strayRate, strayBurst),
 		errLimit:   rate.NewLimiter(stderrRate, stderrBurst),
@@ -300,7 +306,17 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Transport returns the JSON-RPC transport over the process's stdio.
 func (p *Process) Transport() mcp.Transport {
-	return wire.NewServerLineTransport(p.stdout, p.stdin, p.strayLine, p.maxMessage)
+	return wire.NewServerLineTransport(p.stdout, p.stdin, p.strayLine, p.maxMessage, p.tooLarge)
+}
+
+// tooLarge is the error of a call whose response line was longer than
+// the server's max_message_size.
+func (p *Process) tooLarge(limit int64) error {
+	p.logger.Warn("upstream response over max_message_size refused", "limit", limit)
+	return &recovery.Error{Server: p.server, Class: recovery.Application,
+		Reason: fmt.Sprintf("the server's response (more than %s) is larger than its max_message_size (%s); the call failed and the server stays connected. If results this large are expected, raise max_message_size in the server block",
+			config.FormatSize(limit), config.FormatSize(limit)),
+		Err: ErrMessageTooLarge}
 }
 
 // Done is closed when the direct child has exited.

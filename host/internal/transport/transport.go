@@ -93,6 +93,7 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 			Logger:  logger,
 
 			MaxMessageSize: messageLimit(srv),
+			Server:         srv.Name,
 		}}, nil
 	case config.TransportStreamable, config.TransportSSE:
 		hc := opts.HTTPClient

@@ -36,6 +36,8 @@ type lineTransport struct {
 	answerInvalid bool
 	// maxLine bounds one line; zero means maxLineLength.
 	maxLine int64
+	// tooLarge: see lineConn.
+	tooLarge func(limit int64) error
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
@@ -43,7 +45,7 @@ func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
 	if maxLine <= 0 {
 		maxLine = maxLineLength
 	}
-	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1), stray: t.stray, answerInvalid: t.answerInvalid, maxLine: maxLine}, nil
+	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1), stray: t.stray, answerInvalid: t.answerInvalid, maxLine: maxLine, tooLarge: t.tooLarge}, nil
 }
 
 // ErrWriteTimeout is wrapped by the error of a write that could not finish
@@ -67,6 +69,9 @@ type lineConn struct {
 	answerInvalid bool
 	// maxLine bounds one line.
 	maxLine int64
+	// tooLarge, when set, makes the error a call gets for a response line
+	// over maxLine (oversized.go); nil: such a line ends the connection.
+	tooLarge func(limit int64) error
 
 	// wsem serialises writes; unlike a mutex, waiting for it is bounded by
 	// the writer's context.
@@ -87,6 +92,12 @@ func (c *lineConn) SessionID() string { return "" }
 func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for len(c.queue) == 0 {
 		line, err := c.readLine()
+		var tl *errLineTooLong
+		if errors.As(err, &tl) && c.tooLarge != nil {
+			if resp, ok := oversizedResponse(tl, c.tooLarge); ok {
+				return resp, nil
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +180,14 @@ func (c *lineConn) readLine() ([]byte, error) {
 		line, err = c.r.ReadSlice('\n')
 		buf = append(buf, line...)
 		if int64(len(buf)) > c.maxLine {
-			return nil, fmt.Errorf("message longer than %d bytes", c.maxLine)
+			switch {
+			case errors.Is(err, bufio.ErrBufferFull):
+				return nil, c.skipLine(buf)
+			case err == nil || errors.Is(err, io.EOF):
+				return nil, &errLineTooLong{limit: c.maxLine, head: buf[:min(len(buf), oversizedKeep)], tail: buf[max(0, len(buf)-oversizedKeep):]}
+			default:
+				return nil, err
+			}
 		}
 		switch {
 		case err == nil:

@@ -22,8 +22,11 @@ func NewLineTransport(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
 // npm banner) is handed to stray and skipped, as the reference TypeScript
 // client does, instead of ending the session. maxLine bounds one line
 // (the server's max_message_size); zero means the SDK's default, 16 MiB.
-func NewServerLineTransport(r io.ReadCloser, w io.WriteCloser, stray func(line []byte), maxLine int64) mcp.Transport {
-	return &lineTransport{r: r, w: w, stray: stray, maxLine: maxLine}
+// A response longer than that fails the call it answers with the error
+// tooLarge makes, and the connection goes on (see oversized.go); nil
+// tooLarge ends the connection instead.
+func NewServerLineTransport(r io.ReadCloser, w io.WriteCloser, stray func(line []byte), maxLine int64, tooLarge func(limit int64) error) mcp.Transport {
+	return &lineTransport{r: r, w: w, stray: stray, maxLine: maxLine, tooLarge: tooLarge}
 }
 
 // NewClientLineTransport is NewLineTransport for a client's pipes (the
