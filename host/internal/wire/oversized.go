@@ -64,14 +64,8 @@ func (c *lineConn) skipLine(head []byte) error {
 // its result replaced by the error tooLarge makes, or false when the line
 // is not a response whose id could be found.
 func oversizedResponse(e *errLineTooLong, tooLarge func(limit int64) error) (*jsonrpc.Response, bool) {
-	isResponse, id := scanHead(e.head)
-	if !isResponse {
-		return nil, false
-	}
-	if id == nil {
-		id = scanTail(e.tail)
-	}
-	if id == nil {
+	id, ok := OversizedResponseID(e.head, e.tail)
+	if !ok {
 		return nil, false
 	}
 	msg, err := DecodeMessage([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{}}`))
@@ -85,6 +79,20 @@ func oversizedResponse(e *errLineTooLong, tooLarge func(limit int64) error) (*js
 	resp.Result = nil
 	resp.Error = tooLarge(e.limit)
 	return resp, true
+}
+
+// OversizedResponseID returns the id of a JSON-RPC response too large to
+// read whole from its first and last bytes (a few kB of each), or false
+// when they do not show it is a response or which id it has.
+func OversizedResponseID(head, tail []byte) (json.RawMessage, bool) {
+	isResponse, id := scanHead(head)
+	if !isResponse {
+		return nil, false
+	}
+	if id == nil {
+		id = scanTail(tail)
+	}
+	return id, id != nil
 }
 
 // scanHead reads the top-level keys at the start of a message: whether one
