@@ -40,7 +40,10 @@ const (
 //     endlessBodyBytes of one JSON string;
 //   - "endless-chunked": the same without a length (chunked);
 //   - "big": a valid result of "size" bytes of text, with a Content-Length;
-//   - "big-chunked": the same, chunked.
+//   - "big-chunked": the same, chunked;
+//   - "sse-big": an event stream whose result event holds "size" bytes;
+//   - "sse-endless": an event stream whose result event never ends (until
+//     endlessBodyBytes).
 type bytesUpstream struct {
 	srv      *http.Server
 	ln       net.Listener
@@ -139,6 +142,26 @@ func (u *bytesUpstream) call(w http.ResponseWriter, id json.RawMessage, mode str
 			}
 		}
 		return
+	case "sse-big", "sse-endless":
+		// An event stream: a progress notification, then the result as
+		// one event ("sse-big": size bytes of text, TypeScript's key
+		// order) or an event that never ends.
+		u.bigCalls.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"working\"}}\n\n")
+		io.WriteString(w, "event: message\nid: 2\ndata: ")
+		if mode == "sse-big" {
+			io.WriteString(w, `{"result":{"content":[{"type":"text","text":"`+strings.Repeat("y", size)+`"}]},"jsonrpc":"2.0","id":`+string(id)+"}\n\n")
+			return
+		}
+		w.(http.Flusher).Flush()
+		chunk := strings.Repeat("x", 64<<10)
+		for n := 0; n < endlessBodyBytes; n += len(chunk) {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return // mcpvisor stopped reading
+			}
+		}
+		return
 	case "big", "big-chunked":
 		u.bigCalls.Add(1)
 		text := strings.Repeat("y", size)
@@ -197,7 +220,18 @@ func requireOK(t *testing.T, what string, res *mcp.CallToolResult, err error, wa
 // succeed meanwhile and afterwards, and the server must stay ready (the
 // session survives: it is not counted as a crash).
 func TestUpstreamEndlessJSONBody(t *testing.T) {
-	for _, mode := range []string{"endless-length", "endless-chunked"} {
+	testUpstreamEndless(t, "endless-length", "endless-chunked")
+}
+
+// TestUpstreamOversizedEvent is TestUpstreamEndlessJSONBody for an upstream
+// that answers with an event stream: its result event is 20 MiB, over the
+// default max_message_size of 16 MiB, or never ends.
+func TestUpstreamOversizedEvent(t *testing.T) {
+	testUpstreamEndless(t, "sse-big", "sse-endless")
+}
+
+func testUpstreamEndless(t *testing.T, modes ...string) {
+	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			u := startBytesUpstream(t)
 			mv := startMcpvisor(t, echoBlock()+"\n"+bytesBlock(u, ""))
@@ -213,7 +247,7 @@ func TestUpstreamEndlessJSONBody(t *testing.T) {
 			var wg sync.WaitGroup
 			var endlessErr error
 			var endlessRes *mcp.CallToolResult
-			wg.Go(func() { endlessRes, endlessErr = callMode(ctx, cs, mode, 0) })
+			wg.Go(func() { endlessRes, endlessErr = callMode(ctx, cs, mode, 20<<20) })
 			// Meanwhile: another server, and the same one.
 			for i := range 4 {
 				wg.Go(func() {

@@ -4,10 +4,10 @@ package transport
 // (docs/security.md, "Bytes from upstream servers"):
 //
 //   - per message: a response body larger than the server's
-//     max_message_size is not read past the limit. An event stream's
-//     events are bounded by the go-sdk itself (MaxEventSize, set to the same
-//     limit); every other body is bounded here, on the link's http.Client,
-//     because the go-sdk reads a JSON response body whole, with no limit.
+//     max_message_size is not read past the limit, on the link's
+//     http.Client: the go-sdk reads a JSON response body whole, with no
+//     limit, and ends the session on an event over its own limit. Each
+//     event of an event stream is bounded in events.go.
 //   - across the host: the bytes of JSON responses are reserved from the
 //     host's ResultBudget as they arrive and released when the call that
 //     sent the request ends (its context is done), which is when its result
@@ -153,8 +153,8 @@ func (rt *boundedRoundTripper) RoundTrip(req *http.Request) (*http.Response, err
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
-		// Read one event at a time by the go-sdk, each bounded by
-		// MaxEventSize.
+		// Read one event at a time, each bounded (events.go).
+		rt.boundEvents(req, resp)
 		return resp, nil
 	}
 	if resp.ContentLength > rt.limit {
@@ -284,7 +284,7 @@ func (rt *boundedRoundTripper) holdUntilDone(ctx context.Context, n int64) {
 
 // tooLarge is the error of a response over the limit; size is its
 // Content-Length, or -1 when unknown.
-func (rt *boundedRoundTripper) tooLarge(req *http.Request, size int64) error {
+func (rt *boundedRoundTripper) tooLarge(req *http.Request, size int64) *recovery.Error {
 	op := requestMethod(req)
 	what := "more than " + config.FormatSize(rt.limit)
 	if size >= 0 {
@@ -313,24 +313,38 @@ func (rt *boundedRoundTripper) busy(req *http.Request, err error) error {
 
 // requestMethod is the JSON-RPC method of an MCP request, for messages:
 // the Mcp-Method header where the protocol version has it, else the
-// method in the body the go-sdk sent (which it can send again: GetBody).
+// method in the body the go-sdk sent.
 func requestMethod(req *http.Request) string {
 	if m := req.Header.Get("Mcp-Method"); m != "" {
 		return m
 	}
+	_, method := requestCall(req)
+	return method
+}
+
+// requestCall returns the id and method of the JSON-RPC call a request
+// carries (nil and "" for anything else), from the body the go-sdk sent,
+// which it can send again (GetBody).
+func requestCall(req *http.Request) (json.RawMessage, string) {
 	if req.GetBody == nil {
-		return ""
+		return nil, ""
 	}
 	body, err := req.GetBody()
 	if err != nil {
-		return ""
+		return nil, ""
 	}
 	defer body.Close()
 	var msg struct {
-		Method string `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
 	}
-	json.NewDecoder(io.LimitReader(body, maxMethodScan)).Decode(&msg)
-	return msg.Method
+	if json.NewDecoder(io.LimitReader(body, maxMethodScan)).Decode(&msg) != nil || msg.Method == "" {
+		return nil, ""
+	}
+	if len(msg.ID) == 0 || string(msg.ID) == "null" {
+		return nil, msg.Method
+	}
+	return msg.ID, msg.Method
 }
 
 // maxMethodScan bounds what requestMethod reads of a request body.

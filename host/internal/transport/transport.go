@@ -161,8 +161,10 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 	}
 	// Set explicitly: the go-sdk v1.8.0 streamable client passes a zero on
 	// as "no limit", so an upstream's endless event was read into memory
-	// whole (a 40 MB one raised RSS by 125 MB).
-	maxEventSize := int(d.maxMessage)
+	// whole (a 40 MB one raised RSS by 125 MB). Events are bounded by the
+	// server's limit before the go-sdk sees them (events.go); its own
+	// bound is a backstop just above.
+	maxEventSize := int(d.maxMessage + sdkEventSlack)
 	if d.sse {
 		l.t = &sseTransport{t: &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: &client, MaxEventSize: maxEventSize}, linkCtx: l.ctx}
 	} else {
