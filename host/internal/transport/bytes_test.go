@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -161,5 +163,47 @@ func TestBoundedRoundTripperRefusesLargeBodies(t *testing.T) {
 		}
 		cancel()
 		waitFor(t, func() bool { return budget.InUse() == 0 })
+	}
+}
+
+// TestEventLimitBody reads streams through the event bound one byte at a
+// time and whole: events within the limit pass unchanged (LF and CRLF
+// line ends); a result event over it becomes an event answering its call
+// with the refusal, keeping its id; a notification over it is dropped; a
+// stream that ends inside an oversized event answers the stream's call.
+func TestEventLimitBody(t *testing.T) {
+	const limit = 1 << 10
+	big := strings.Repeat("y", 4*limit)
+	small := "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n"
+	refused := func(id string) string {
+		return "event: message\nid: 2\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"error\":{\"code\":-32010,\"message\":\"server \\\"big\\\": the server's response (more than 1KiB) is larger than its max_message_size (1KiB); the call failed and the server stays connected. If results this large are expected, raise max_message_size in the server block: upstream response larger than max_message_size\",\"data\":{\"kind\":\"application\",\"server\":\"big\"}}}\n\n"
+	}
+	for _, tc := range []struct {
+		name, in, want string
+		callID       string
+	}{
+		{"within the limit", small + strings.ReplaceAll(small, "\n", "\r\n"), small + strings.ReplaceAll(small, "\n", "\r\n"), ""},
+		{"result over the limit", small + "event: message\nid: 2\ndata: {\"result\":{\"text\":\"" + big + "\"},\"jsonrpc\":\"2.0\",\"id\":7}\n\n" + small, small + refused("7") + small, ""},
+		{"notification over the limit", "id: 2\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"" + big + "\"}}\n\n" + small, small, ""},
+		{"stream ends inside an oversized event", small + "event: message\nid: 2\ndata: " + big, small + refused("3"), "3"},
+	} {
+		for _, oneByte := range []bool{false, true} {
+			var r io.Reader = strings.NewReader(tc.in)
+			if oneByte {
+				r = iotest.OneByteReader(r)
+			}
+			rt := &boundedRoundTripper{server: "big", limit: limit, logger: hclog.NewNullLogger()}
+			req, _ := http.NewRequest(http.MethodGet, "http://upstream/mcp", nil)
+			b := newEventLimitBody(io.NopCloser(r), limit, func() json.RawMessage {
+				if tc.callID == "" {
+					return nil
+				}
+				return json.RawMessage(tc.callID)
+			}, func() *recovery.Error { return rt.tooLarge(req, -1) }, hclog.NewNullLogger())
+			got, err := io.ReadAll(b)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("%s (one byte at a time: %v): read %v\n%q\nwant\n%q", tc.name, oneByte, err, got, tc.want)
+			}
+		}
 	}
 }

@@ -106,7 +106,7 @@ func (b *eventLimitBody) take(chunk []byte) {
 			b.event = append(b.event, part...)
 			if int64(len(b.event)) > b.limit {
 				b.skipping = true
-				b.head = bytes.Clone(b.event[:eventKeep])
+				b.head = bytes.Clone(b.event[:min(len(b.event), eventKeep)])
 				b.tail = nil
 				b.keepTail(b.event)
 				b.event = nil
