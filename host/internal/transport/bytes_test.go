@@ -180,7 +180,7 @@ func TestEventLimitBody(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, in, want string
-		callID       string
+		callID         string
 	}{
 		{"within the limit", small + strings.ReplaceAll(small, "\n", "\r\n"), small + strings.ReplaceAll(small, "\n", "\r\n"), ""},
 		{"result over the limit", small + "event: message\nid: 2\ndata: {\"result\":{\"text\":\"" + big + "\"},\"jsonrpc\":\"2.0\",\"id\":7}\n\n" + small, small + refused("7") + small, ""},
