@@ -9,9 +9,11 @@ package transport
 //     limit, and ends the session on an event over its own limit. Each
 //     event of an event stream is bounded in events.go.
 //   - across the host: the bytes of JSON responses are reserved from the
-//     host's ResultBudget as they arrive and released when the call that
-//     sent the request ends (its context is done), which is when its result
-//     has been handed on or dropped.
+//     host's ResultBudget as they arrive and released when the call's
+//     result has been handed on or dropped: when the gateway has written
+//     the answer to its client (HoldResultsFor), else when the upstream
+//     call returns. Event streams are not counted: the go-sdk reads them
+//     one bounded event at a time.
 //
 // A response refused by either bound fails as an error of RoundTrip. The
 // go-sdk treats a failed RoundTrip as that request's failure (it wraps it in
