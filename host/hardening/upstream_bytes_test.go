@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -427,51 +428,70 @@ func (h *headTail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestStdioOversizedResult runs a stdio server that answers a tools/call
-// with a line of 4 MiB while its max_message_size is 1 MiB, with the id
-// before the result (as the go-sdk writes it) and after it (as the
-// TypeScript SDK does). The call must fail with an error naming the server
-// and the setting; the process must not be replaced (the next call is
-// answered by the same pid) and the server must stay ready.
-func TestStdioOversizedResult(t *testing.T) {
+// TestOversizedResultStdioAndPlugin runs a server that answers a
+// tools/call with a message of 4 MiB while its max_message_size is 1 MiB,
+// with the id before the result (as the go-sdk writes it) and after it (as
+// the TypeScript SDK does), over stdio and through the unix transport
+// plugin. The call must fail with an error naming the server and the
+// setting; the session must survive (the next call is answered by the
+// same process, on the same connection) and the server must stay ready.
+func TestOversizedResultStdioAndPlugin(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "bigstdio")
 	if err := testutil.GoBuild(bin, "./host/hardening/internal/bigstdio"); err != nil {
 		t.Fatal(err)
 	}
-	block := fmt.Sprintf("server \"bigio\" {\n  command = %s\n  max_message_size = \"1MiB\"\n  timeout = \"60s\"\n}\n", hclString(bin))
-	mv := startMcpvisor(t, block)
-	cs := connectClient(t, mv)
-	waitTool(t, cs, "bigio__t")
-	ctx, cancel := context.WithTimeout(context.Background(), callBound)
-	defer cancel()
-	call := func(mode string) (*mcp.CallToolResult, error) {
-		return cs.CallTool(ctx, &mcp.CallToolParams{Name: "bigio__t", Arguments: map[string]any{"mode": mode, "size": 4 << 20}})
-	}
-	pidOf := func(when string) string {
-		res, err := call("ok")
-		requireOK(t, "the ok call "+when, res, err, -1)
-		if err != nil || len(res.Content) == 0 {
-			t.FailNow()
-		}
-		return res.Content[0].(*mcp.TextContent).Text
-	}
-	pid := pidOf("before")
-	for _, mode := range []string{"id-first", "result-first"} {
-		res, err := call(mode)
-		if err == nil {
-			t.Errorf("%s: a 4 MiB result over a 1 MiB max_message_size succeeded (isError=%v)", mode, res.IsError)
-			continue
-		}
-		for _, want := range []string{`"bigio"`, "max_message_size (1MiB)", "server block"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("%s: the error does not say %s: %v", mode, want, err)
+	for _, kind := range []string{"stdio", "plugin"} {
+		t.Run(kind, func(t *testing.T) {
+			reach := fmt.Sprintf("  command = %s\n", hclString(bin))
+			if kind == "plugin" {
+				dir, err := os.MkdirTemp("", "mcpvisor-hardening-") // socket paths are short
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				sock := filepath.Join(dir, "s.sock")
+				srv := testutil.StartServer(t, bin, "-unix", sock)
+				srv.WaitLine(t, "listening on unix:", readyTimeout)
+				reach = fmt.Sprintf("  plugin \"unix\" {\n    command = %s\n    config = { socket = %s }\n  }\n", hclString(unixPlugin(t)), hclString(sock))
 			}
-		}
-		if after := pidOf("after " + mode); after != pid {
-			t.Errorf("%s: the oversized result replaced the server's process (pid %s, now %s); it must fail only its call", mode, pid, after)
-		}
-	}
-	if st := mv.status(t)["bigio"]; st.State != "ready" {
-		t.Errorf("the server is %q (last error %q), want ready", st.State, st.LastError)
+			block := fmt.Sprintf("server \"bigio\" {\n%s  max_message_size = \"1MiB\"\n  timeout = \"60s\"\n}\n", reach)
+			mv := startMcpvisor(t, block)
+			cs := connectClient(t, mv)
+			waitTool(t, cs, "bigio__t")
+			ctx, cancel := context.WithTimeout(context.Background(), callBound)
+			defer cancel()
+			call := func(mode string) (*mcp.CallToolResult, error) {
+				return cs.CallTool(ctx, &mcp.CallToolParams{Name: "bigio__t", Arguments: map[string]any{"mode": mode, "size": 4 << 20}})
+			}
+			// The ok call names the process (stdio) or the connection
+			// (plugin) that answered it.
+			session := func(when string) string {
+				res, err := call("ok")
+				requireOK(t, "the ok call "+when, res, err, -1)
+				if err != nil || len(res.Content) == 0 {
+					t.FailNow()
+				}
+				return res.Content[0].(*mcp.TextContent).Text
+			}
+			first := session("before")
+			for _, mode := range []string{"id-first", "result-first"} {
+				res, err := call(mode)
+				if err == nil {
+					t.Errorf("%s: a 4 MiB result over a 1 MiB max_message_size succeeded (isError=%v)", mode, res.IsError)
+					continue
+				}
+				for _, want := range []string{`"bigio"`, "max_message_size (1MiB)", "server block"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("%s: the error does not say %s: %v", mode, want, err)
+					}
+				}
+				if now := session("after " + mode); now != first {
+					t.Errorf("%s: the oversized result ended the session (%s before, %s now); it must fail only its call", mode, first, now)
+				}
+			}
+			if st := mv.status(t)["bigio"]; st.State != "ready" {
+				t.Errorf("the server is %q (last error %q), want ready", st.State, st.LastError)
+			}
+		})
 	}
 }

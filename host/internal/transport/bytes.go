@@ -288,14 +288,21 @@ func (rt *boundedRoundTripper) holdUntilDone(ctx context.Context, n int64) {
 // Content-Length, or -1 when unknown.
 func (rt *boundedRoundTripper) tooLarge(req *http.Request, size int64) *recovery.Error {
 	op := requestMethod(req)
-	what := "more than " + config.FormatSize(rt.limit)
+	rt.logger.Warn("upstream response over max_message_size refused", "op", op, "limit", rt.limit, "content_length", size)
+	return MessageTooLarge(rt.server, op, rt.limit, size)
+}
+
+// MessageTooLarge is the error of a call to server whose response was
+// larger than its max_message_size, limit: size bytes, or -1 when only
+// "more than limit" is known. Every transport fails such a call with it.
+func MessageTooLarge(server, op string, limit, size int64) *recovery.Error {
+	what := "more than " + config.FormatSize(limit)
 	if size >= 0 {
 		what = fmt.Sprintf("%d bytes", size)
 	}
-	rt.logger.Warn("upstream response over max_message_size refused", "op", op, "limit", rt.limit, "content_length", size)
-	return &recovery.Error{Server: rt.server, Op: op, Class: recovery.Application,
+	return &recovery.Error{Server: server, Op: op, Class: recovery.Application,
 		Reason: fmt.Sprintf("the server's response (%s) is larger than its max_message_size (%s); the call failed and the server stays connected. If results this large are expected, raise max_message_size in the server block",
-			what, config.FormatSize(rt.limit)),
+			what, config.FormatSize(limit)),
 		Err: ErrMessageTooLarge}
 }
 

@@ -44,7 +44,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
-	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
@@ -313,10 +312,7 @@ func (p *Process) Transport() mcp.Transport {
 // the server's max_message_size.
 func (p *Process) tooLarge(limit int64) error {
 	p.logger.Warn("upstream response over max_message_size refused", "limit", limit)
-	return &recovery.Error{Server: p.server, Class: recovery.Application,
-		Reason: fmt.Sprintf("the server's response (more than %s) is larger than its max_message_size (%s); the call failed and the server stays connected. If results this large are expected, raise max_message_size in the server block",
-			config.FormatSize(limit), config.FormatSize(limit)),
-		Err: ErrMessageTooLarge}
+	return MessageTooLarge(p.server, "", limit, -1)
 }
 
 // Done is closed when the direct child has exited.

@@ -68,8 +68,25 @@ func oversizedResponse(e *errLineTooLong, tooLarge func(limit int64) error) (*js
 	if !ok {
 		return nil, false
 	}
-	msg, err := DecodeMessage([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{}}`))
-	if err != nil {
+	return refusedResponse(id, tooLarge(e.limit))
+}
+
+// OversizedFrame returns the response a message over the limit was, with
+// its result replaced by err, or false when the message is not a response
+// (a request or notification), or not JSON-RPC at all. Only its first and
+// last few kB are looked at.
+func OversizedFrame(frame []byte, err error) (*jsonrpc.Response, bool) {
+	id, ok := OversizedResponseID(frame[:min(len(frame), oversizedKeep)], frame[max(0, len(frame)-oversizedKeep):])
+	if !ok {
+		return nil, false
+	}
+	return refusedResponse(id, err)
+}
+
+// refusedResponse is a response to id failing with err.
+func refusedResponse(id json.RawMessage, err error) (*jsonrpc.Response, bool) {
+	msg, derr := DecodeMessage([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{}}`))
+	if derr != nil {
 		return nil, false
 	}
 	resp, ok := msg.(*jsonrpc.Response)
@@ -77,7 +94,7 @@ func oversizedResponse(e *errLineTooLong, tooLarge func(limit int64) error) (*js
 		return nil, false
 	}
 	resp.Result = nil
-	resp.Error = tooLarge(e.limit)
+	resp.Error = err
 	return resp, true
 }
 
