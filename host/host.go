@@ -104,6 +104,9 @@ type Host struct {
 	// with roots or changed them; every server gets them (setRoots).
 	rootsMu sync.Mutex
 	roots   []*mcp.Root
+	// results bounds the upstream response bytes held at once across all
+	// servers (the host block's max_inflight_bytes). Each Host has its own.
+	results *transport.ResultBudget
 	// telemetry observes every supervisor (metrics, traces, audit, call
 	// counts); nil when all of those are off.
 	telemetry *telemetry.Observer
@@ -136,6 +139,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	h := &Host{opts: o, logger: o.logger, replica: replica, draining: make(chan struct{}), drainPeriod: cfg.Host.Drain}
 	h.stopping = make(chan struct{})
 	h.callsCut, h.cutCalls = context.WithCancelCause(context.Background())
+	h.results = transport.NewResultBudget(cfg.Host.MaxInflightBytes)
 	if a := cfg.Host.Audit; a != nil {
 		log, err := audit.Open(a.Path, a.IncludeArguments, replica, o.logger.Named("audit"))
 		if err != nil {
@@ -226,6 +230,8 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 		HTTPClient: hc,
 		Plugin:     plugin.NewDialer,
 		TokenStore: store,
+
+		ResultBudget: h.results,
 	})
 	if err != nil {
 		return nil, err
@@ -559,10 +565,13 @@ type gatewaySink struct{ g *gateway.Gateway }
 func (s *gatewaySink) Apply(ch registry.Changes) { s.g.Apply(ch) }
 
 // backend adapts the Host to gateway.Backend: route by server name to that
-// server's supervisor.
+// server's supervisor. The gateway's context for a call ends once its
+// answer is written to the client: the upstream response's bytes count
+// against max_inflight_bytes until then (transport.HoldResultsFor).
 type backend struct{ h *Host }
 
 func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	ctx = transport.HoldResultsFor(ctx)
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
@@ -574,6 +583,7 @@ func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server str
 }
 
 func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error) {
+	ctx = transport.HoldResultsFor(ctx)
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
@@ -585,6 +595,7 @@ func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, too
 }
 
 func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	ctx = transport.HoldResultsFor(ctx)
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err
@@ -596,6 +607,7 @@ func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server
 }
 
 func (b backend) GetPrompt(ctx context.Context, d upstream.Downstream, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	ctx = transport.HoldResultsFor(ctx)
 	s, err := b.h.sup(server)
 	if err != nil {
 		return nil, err

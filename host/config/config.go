@@ -83,6 +83,18 @@ const (
 	// DefaultMaxInflight bounds the stateless (2026-07-28) requests served
 	// at once; each holds a goroutine, its body and an upstream call.
 	DefaultMaxInflight = 256
+
+	// Bounds on bytes from upstream servers (docs/security.md, "Bytes from
+	// upstream servers").
+
+	// DefaultMaxMessageSize bounds one message from an upstream: a JSON
+	// response body, an event of an event stream, a stdio line. It is the
+	// go-sdk's own default for event streams and stdio lines.
+	DefaultMaxMessageSize int64 = 16 << 20
+	// DefaultMaxInflightBytes bounds the upstream response bytes held at
+	// once across all servers and calls: sixteen results at the default
+	// max_message_size.
+	DefaultMaxInflightBytes int64 = 256 << 20
 )
 
 // Catalog bounds (the server block's catalog block; docs/security.md,
@@ -201,6 +213,12 @@ type Host struct {
 	// once; one past it gets 503 with Retry-After. Zero means
 	// DefaultMaxInflight.
 	MaxInflight int
+	// MaxInflightBytes bounds the bytes of upstream responses held at once
+	// across all servers and calls, from the first byte read until the
+	// call's result has been handed on. A call whose response does not fit
+	// waits for room within its timeout, or fails as busy. Zero means
+	// DefaultMaxInflightBytes.
+	MaxInflightBytes int64
 }
 
 // Audit is the `audit { … }` block inside the host block: a JSON-lines
@@ -284,6 +302,11 @@ type Server struct {
 	// past it the server's request is declined at once. Zero means
 	// DefaultMaxPendingRequests.
 	MaxPendingRequests int
+	// MaxMessageSize bounds one message from this server in bytes: an HTTP
+	// response body, one event of an event stream, one stdio line. A
+	// larger result fails its call; the session stays up. Zero means
+	// DefaultMaxMessageSize.
+	MaxMessageSize int64
 
 	// DeclRange is where the block was declared, for errors that point back
 	// into the file. Zero when built in Go.

@@ -21,7 +21,10 @@ var ignoreRanges = cmpopts.IgnoreFields(config.Server{}, "DeclRange")
 
 // defaultHost is the host block's value when the file has none.
 func defaultHost() config.Host {
-	return config.Host{LogLevel: "info", LogFormat: "text", Separator: "__", SessionIdleTimeout: 30 * time.Minute, MaxSessions: 10000, Drain: 5 * time.Second}
+	h := config.Host{LogLevel: "info", LogFormat: "text", Separator: "__", SessionIdleTimeout: 30 * time.Minute, MaxSessions: 10000, Drain: 5 * time.Second}
+	// Bounds on bytes from upstream servers.
+	h.MaxInflightBytes = 256 << 20
+	return h
 }
 
 // defaultServer is a server named name with every default applied.
@@ -39,6 +42,8 @@ func defaultServer(name string, tr config.Transport) *config.Server {
 			HealthyAfter: 30 * time.Second,
 		},
 		Breaker: config.Breaker{Threshold: 3, Cooldown: 60 * time.Second},
+		// Bounds on bytes from this server.
+		MaxMessageSize: 16 << 20,
 	}
 }
 
@@ -50,6 +55,7 @@ const fullExample = `host {
   separator  = "."
   replica    = "mcpvisor-0"
   drain      = "0s"
+  max_inflight_bytes = "512MiB"
   auth { bearer_token = env("MCPVISOR_TEST_TOKEN") }
 }
 
@@ -62,6 +68,7 @@ server "everything" {
   connect_timeout  = "15s"
   prefix           = "ev"
   protocol_version = "2025-11-25"
+  max_message_size = "4MiB"
   tools {
     include = ["echo", "add"]
     exclude = ["trigger-*"]
@@ -230,6 +237,7 @@ server "svc" {
 					SessionIdleTimeout: 30 * time.Minute,
 					MaxSessions:        10000,
 					Replica:            "mcpvisor-0",
+					MaxInflightBytes:   512 << 20,
 				},
 				Servers: []*config.Server{
 					{
@@ -250,7 +258,8 @@ server "svc" {
 							ParkedRetry:  10 * time.Minute,
 							HealthyAfter: time.Minute,
 						},
-						Breaker: config.Breaker{Threshold: 1, Cooldown: 5 * time.Second},
+						Breaker:        config.Breaker{Threshold: 1, Cooldown: 5 * time.Second},
+						MaxMessageSize: 4 << 20,
 					},
 					func() *config.Server {
 						s := defaultServer("remote", config.TransportSSE)

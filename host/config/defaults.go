@@ -11,6 +11,7 @@ func defaultHost() Host {
 		SessionIdleTimeout: DefaultSessionIdleTimeout,
 		MaxSessions:        DefaultMaxSessions,
 		Drain:              DefaultDrain,
+		MaxInflightBytes:   DefaultMaxInflightBytes,
 	}
 }
 
@@ -24,6 +25,7 @@ func defaultServer(name string) *Server {
 		ConnectTimeout: DefaultConnectTimeout,
 		Reconnect:      defaultReconnect(),
 		Breaker:        defaultBreaker(),
+		MaxMessageSize: DefaultMaxMessageSize,
 	}
 }
 
@@ -76,6 +78,9 @@ func (c *Config) ApplyDefaults() {
 	if c.Host.MaxSessions == 0 {
 		c.Host.MaxSessions = def.MaxSessions
 	}
+	if c.Host.MaxInflightBytes == 0 {
+		c.Host.MaxInflightBytes = def.MaxInflightBytes
+	}
 	for _, s := range c.Servers {
 		if s == nil {
 			continue
@@ -88,6 +93,9 @@ func (c *Config) ApplyDefaults() {
 		}
 		if s.ConnectTimeout == 0 {
 			s.ConnectTimeout = DefaultConnectTimeout
+		}
+		if s.MaxMessageSize == 0 {
+			s.MaxMessageSize = DefaultMaxMessageSize
 		}
 		r := defaultReconnect()
 		if s.Reconnect == (Reconnect{}) {

@@ -260,13 +260,17 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		h.BodyTimeout = v
 		at("body_timeout", rh.BodyTimeout)
 	}
-	if v, ok := d.byteSize(rh.MaxBodyBytesInflight, "max_body_bytes_inflight", "the host block"); ok {
+	if v, ok := d.size(rh.MaxBodyBytesInflight, "max_body_bytes_inflight", "the host block"); ok {
 		h.MaxBodyBytesInflight = v
 		at("max_body_bytes_inflight", rh.MaxBodyBytesInflight)
 	}
 	if v, ok := d.integer(rh.MaxInflight, "max_inflight"); ok {
 		h.MaxInflight = v
 		at("max_inflight", rh.MaxInflight)
+	}
+	if v, ok := d.size(rh.MaxInflightBytes, "max_inflight_bytes", "the host block"); ok {
+		h.MaxInflightBytes = v
+		at("max_inflight_bytes", rh.MaxInflightBytes)
 	}
 	if ra := rh.Audit; ra != nil {
 		d.src.host["audit"] = ra.DefRange
@@ -393,6 +397,10 @@ func (d *decoder) server(rs *serverSchema) *Server {
 	if v, ok := d.duration(rs.ConnectTimeout, "connect_timeout", where); ok {
 		s.ConnectTimeout = v
 		at("connect_timeout", rs.ConnectTimeout)
+	}
+	if v, ok := d.size(rs.MaxMessageSize, "max_message_size", where); ok {
+		s.MaxMessageSize = v
+		at("max_message_size", rs.MaxMessageSize)
 	}
 	// An explicit prefix, even "", replaces the default (the name).
 	if v, ok := d.str(rs.Prefix, "prefix"); ok {

@@ -39,6 +39,8 @@ type hostSchema struct {
 	BodyTimeout          hcl.Expression `hcl:"body_timeout,optional"`
 	MaxBodyBytesInflight hcl.Expression `hcl:"max_body_bytes_inflight,optional"`
 	MaxInflight          hcl.Expression `hcl:"max_inflight,optional"`
+	// Bounds on bytes from upstream servers.
+	MaxInflightBytes hcl.Expression `hcl:"max_inflight_bytes,optional"`
 
 	Auth  *authSchema  `hcl:"auth,block"`
 	Audit *auditSchema `hcl:"audit,block"`
@@ -100,6 +102,8 @@ type serverSchema struct {
 	// enabled = false keeps the block without running it (mcpvisor import
 	// writes it for a client's "disabled": true).
 	Enabled hcl.Expression `hcl:"enabled,optional"`
+	// Bounds on bytes from this server.
+	MaxMessageSize hcl.Expression `hcl:"max_message_size,optional"`
 
 	Tools     *toolsSchema     `hcl:"tools,block"`
 	Reconnect *reconnectSchema `hcl:"reconnect,block"`

@@ -105,6 +105,7 @@ func (c *Config) check(src *sourceMap) hcl.Diagnostics {
 			continue
 		}
 		k.server(s)
+		k.messageFitsInflight(s, c.Host.MaxInflightBytes)
 	}
 	return k.diags
 }
@@ -122,6 +123,16 @@ func (k *checker) at(s *Server, key string) *hcl.Range {
 		return &r
 	}
 	return nil
+}
+
+// written reports whether a server's key was written in a file (where
+// zero is a value, not "unset").
+func (k *checker) written(s *Server, key string) bool {
+	if k.src == nil {
+		return false
+	}
+	_, ok := k.src.servers[s][key]
+	return ok
 }
 
 // hostAt is where a host key was set, or nowhere.
@@ -197,6 +208,11 @@ func (k *checker) host(h *Host) {
 			k.errorf(k.hostAt("replica"), "Invalid replica",
 				"replica in the host block is %q: %s. Use a short name without spaces, such as the pod or allocation name (env(\"HOSTNAME\") on Kubernetes, env(\"NOMAD_ALLOC_NAME\") on Nomad), or remove it to use the hostname.", h.Replica, err)
 		}
+	}
+	if h.MaxInflightBytes < 0 || (h.MaxInflightBytes == 0 && k.hostAt("max_inflight_bytes") != nil) ||
+		(h.MaxInflightBytes > 0 && h.MaxInflightBytes < minMessageSize) {
+		k.errorf(k.hostAt("max_inflight_bytes"), "Invalid max_inflight_bytes",
+			"max_inflight_bytes in the host block is %d bytes; it must be at least %s, such as the default %q (the upstream response bytes held at once across all calls).", h.MaxInflightBytes, FormatSize(minMessageSize), FormatSize(DefaultMaxInflightBytes))
 	}
 	if h.Drain < 0 {
 		k.errorf(k.hostAt("drain"), "Invalid drain",
@@ -333,6 +349,11 @@ func (k *checker) server(s *Server) {
 
 	k.positive(s, "timeout", name, s.Timeout)
 	k.positive(s, "connect_timeout", name, s.ConnectTimeout)
+	if s.MaxMessageSize < 0 || (s.MaxMessageSize == 0 && k.written(s, "max_message_size")) ||
+		(s.MaxMessageSize > 0 && (s.MaxMessageSize < minMessageSize || s.MaxMessageSize > maxMessageSize)) {
+		k.errorf(k.at(s, "max_message_size"), "Invalid max_message_size",
+			"max_message_size in %s is %d bytes; it must be between %s and %s, such as the default %q.", name, s.MaxMessageSize, FormatSize(minMessageSize), FormatSize(maxMessageSize), FormatSize(DefaultMaxMessageSize))
+	}
 
 	// Zero in a Config built in Go means the default; in a file it was
 	// written.
@@ -497,6 +518,27 @@ func (k *checker) positive(s *Server, key, name string, d time.Duration) {
 	attr := key[strings.LastIndexByte(key, '.')+1:]
 	k.errorf(k.at(s, key), "Invalid "+attr,
 		"%s in %s is %s; it must be greater than zero, such as \"30s\".%s", attr, name, d, k.defaultsHint())
+}
+
+// The bounds of a size setting: below minMessageSize an ordinary
+// initialize or tools/list answer would not fit; above maxMessageSize one
+// message alone could take a large part of a host's memory.
+const (
+	minMessageSize int64 = 64 << 10
+	maxMessageSize int64 = 1 << 30
+)
+
+// messageFitsInflight reports a server whose largest message could never
+// fit in the host's budget for bytes in flight: its every large result
+// would be refused as busy.
+func (k *checker) messageFitsInflight(s *Server, inflight int64) {
+	if inflight <= 0 {
+		inflight = DefaultMaxInflightBytes
+	}
+	if s.MaxMessageSize > inflight {
+		k.errorf(k.at(s, "max_message_size"), "max_message_size over max_inflight_bytes",
+			"max_message_size in server %q is %s, more than max_inflight_bytes of the host block (%s): a message that large could never be held. Lower max_message_size or raise max_inflight_bytes.", s.Name, FormatSize(s.MaxMessageSize), FormatSize(inflight))
+	}
 }
 
 // globs reports patterns path.Match would reject.

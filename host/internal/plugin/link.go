@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 	"github.com/mcpvisor/mcpvisor/shared"
 )
@@ -101,24 +102,41 @@ func (l *Link) killGroup() {
 type mcpTransport struct {
 	conn shared.Conn
 	used atomic.Bool
+
+	// Frames over maxMessage (the server's max_message_size) that answer
+	// a call fail that call; the plugin protocol bounds every frame at
+	// shared.MaxFrameSize before that.
+	server     string
+	maxMessage int64
+	logger     hclog.Logger
 }
 
 func (t *mcpTransport) Connect(context.Context) (mcp.Connection, error) {
 	if t.used.Swap(true) {
 		return nil, errors.New("plugin connection already in use; dial again")
 	}
-	return &mcpConn{conn: t.conn}, nil
+	return &mcpConn{conn: t.conn, server: t.server, maxMessage: t.maxMessage, logger: t.logger}, nil
 }
 
 // mcpConn is a go-sdk mcp.Connection over a shared.Conn.
 type mcpConn struct {
-	conn shared.Conn
+	conn       shared.Conn
+	server     string
+	maxMessage int64
+	logger     hclog.Logger
 }
 
 func (c *mcpConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	frame, err := c.conn.Recv(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if c.maxMessage > 0 && int64(len(frame)) > c.maxMessage {
+		c.logger.Warn("upstream response over max_message_size refused", "limit", c.maxMessage, "size", len(frame))
+		if resp, ok := wire.OversizedFrame(frame, transport.MessageTooLarge(c.server, "", c.maxMessage, int64(len(frame)))); ok {
+			return resp, nil
+		}
+		return nil, fmt.Errorf("the plugin sent a message of %d bytes, over max_message_size (%d), that answers no call", len(frame), c.maxMessage)
 	}
 	msg, err := jsonrpc.DecodeMessage(frame)
 	if err != nil {

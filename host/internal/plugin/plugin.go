@@ -96,6 +96,9 @@ type Dialer struct {
 	limiter *transport.OutputLimiter
 	// warnedUnlocked is set once the unlocked plugin has been warned about.
 	warnedUnlocked atomic.Bool
+	// maxMessage is the server's max_message_size: a larger frame that
+	// answers a call fails that call.
+	maxMessage int64
 }
 
 var _ transport.Dialer = (*Dialer)(nil)
@@ -125,6 +128,11 @@ func NewDialer(srv *config.Server, logger hclog.Logger) (transport.Dialer, error
 		dir:     srv.Cwd,
 		logger:  logger,
 		limiter: transport.NewOutputLimiter(logger),
+
+		maxMessage: srv.MaxMessageSize,
+	}
+	if d.maxMessage <= 0 {
+		d.maxMessage = config.DefaultMaxMessageSize
 	}
 	if len(d.config) == 0 {
 		d.config = []byte("{}")
@@ -229,7 +237,7 @@ func (d *Dialer) Dial(ctx context.Context) (transport.Link, error) {
 		out:    out,
 		logger: d.logger,
 	}
-	l.transport = &mcpTransport{conn: conn}
+	l.transport = &mcpTransport{conn: conn, server: d.server, maxMessage: d.maxMessage, logger: d.logger}
 	dialed = true
 	return l, nil
 }

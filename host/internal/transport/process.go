@@ -97,6 +97,12 @@ type ProcessConfig struct {
 	Dir string
 	// Logger receives each stderr line at info level.
 	Logger hclog.Logger
+	// MaxMessageSize bounds one JSON-RPC line on the server's stdout (the
+	// server's max_message_size); zero means the go-sdk's default. A
+	// response over it fails its call and the session goes on.
+	MaxMessageSize int64
+	// Server names the server block in the error of such a call.
+	Server string
 }
 
 // Process is a running stdio server in its own process group.
@@ -106,6 +112,9 @@ type Process struct {
 	stdin  *os.File // our write end of the child's stdin
 	stdout *os.File // our read end of the child's stdout
 	logger hclog.Logger
+	// maxMessage bounds one JSON-RPC line (ProcessConfig.MaxMessageSize).
+	maxMessage int64
+	server     string
 
 	exited  chan struct{}
 	waitErr error // set before exited closes
@@ -180,6 +189,9 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		stdout: outR,
 		logger: logger,
 		exited: make(chan struct{}),
+
+		maxMessage: cfg.MaxMessageSize,
+		server:     cfg.Server,
 
 		strayLimit: rate.NewLimiter(strayRate, strayBurst),
 		errLimit:   rate.NewLimiter(stderrRate, stderrBurst),
@@ -293,7 +305,14 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Transport returns the JSON-RPC transport over the process's stdio.
 func (p *Process) Transport() mcp.Transport {
-	return wire.NewServerLineTransport(p.stdout, p.stdin, p.strayLine)
+	return wire.NewServerLineTransport(p.stdout, p.stdin, p.strayLine, p.maxMessage, p.tooLarge)
+}
+
+// tooLarge is the error of a call whose response line was longer than
+// the server's max_message_size.
+func (p *Process) tooLarge(limit int64) error {
+	p.logger.Warn("upstream response over max_message_size refused", "limit", limit)
+	return MessageTooLarge(p.server, "", limit, -1)
 }
 
 // Done is closed when the direct child has exited.

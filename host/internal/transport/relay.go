@@ -50,7 +50,7 @@ type relay struct {
 // maxRelayedEvent bounds the event the relay holds and parses. An event
 // larger than this is no notification worth relaying (a result, most
 // likely): the relay skips it and parses again from the next event, and
-// the session's own parser, with its own limit (maxEventSize), still reads
+// the session's own parser, with the server's limit (events.go), still reads
 // it. Bounding it keeps a stream's relay within about twice this much
 // memory, whatever the upstream sends.
 const maxRelayedEvent = 4 << 20

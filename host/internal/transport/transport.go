@@ -59,6 +59,10 @@ type Options struct {
 	// TokenStore holds the OAuth tokens of servers with an oauth block;
 	// required for those.
 	TokenStore *oauth.Store
+	// ResultBudget bounds the upstream response bytes held at once across
+	// all the servers sharing it (the host's max_inflight_bytes); nil
+	// gives the server a budget of its own of the default size.
+	ResultBudget *ResultBudget
 }
 
 // A LoginWaiter is a Dialer whose credentials come from `mcpvisor login`.
@@ -87,6 +91,9 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 			Env:     ChildEnv(srv.Env),
 			Dir:     srv.Cwd,
 			Logger:  logger,
+
+			MaxMessageSize: messageLimit(srv),
+			Server:         srv.Name,
 		}}, nil
 	case config.TransportStreamable, config.TransportSSE:
 		hc := opts.HTTPClient
@@ -103,6 +110,10 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 			tokens = oauth.NewSource(oauth.SourceConfig{Server: srv, Store: opts.TokenStore, HTTPClient: hc, Logger: logger})
 		}
 		d := &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: wrapClient(hc, srv.Headers, tokens), logger: logger}
+		d.server, d.maxMessage, d.budget = srv.Name, messageLimit(srv), opts.ResultBudget
+		if d.budget == nil {
+			d.budget = NewResultBudget(0)
+		}
 		if tokens != nil && srv.OAuth.Grant != config.GrantClientCredentials {
 			return &loginDialer{httpDialer: d, tokens: tokens}, nil
 		}
@@ -131,6 +142,11 @@ type httpDialer struct {
 	sse    bool
 	client *http.Client
 	logger hclog.Logger
+
+	// Bounds on the bytes the server sends (bytes.go).
+	server     string
+	maxMessage int64
+	budget     *ResultBudget
 }
 
 func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
@@ -139,7 +155,16 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 	// The link's own client: the same pool, its event streams relayed to
 	// this link's session (relay.go).
 	client := *d.client
-	client.Transport = &relayingRoundTripper{base: d.client.Transport, relay: &l.relay, logger: d.logger}
+	client.Transport = &boundedRoundTripper{
+		base:   &relayingRoundTripper{base: d.client.Transport, relay: &l.relay, logger: d.logger},
+		server: d.server, limit: d.maxMessage, budget: d.budget, logger: d.logger,
+	}
+	// Set explicitly: the go-sdk v1.8.0 streamable client passes a zero on
+	// as "no limit", so an upstream's endless event was read into memory
+	// whole (a 40 MB one raised RSS by 125 MB). Events are bounded by the
+	// server's limit before the go-sdk sees them (events.go); its own
+	// bound is a backstop just above.
+	maxEventSize := int(d.maxMessage + sdkEventSlack)
 	if d.sse {
 		l.t = &sseTransport{t: &mcp.SSEClientTransport{Endpoint: d.url, HTTPClient: &client, MaxEventSize: maxEventSize}, linkCtx: l.ctx}
 	} else {
@@ -302,18 +327,20 @@ const (
 	// connection for most calls under load.
 	maxIdleConnsPerUpstream = 64
 
-	// maxEventSize bounds one event of an upstream's event stream. It is
-	// the go-sdk's documented default, set explicitly: the go-sdk v1.8.0
-	// streamable client passes a zero on as "no limit", so an upstream's
-	// endless event was read into memory whole (a 40 MB one raised RSS by
-	// 125 MB).
-	maxEventSize = mcp.DefaultMaxEventSize
-
 	// maxUpstreamHeaderBytes bounds an upstream's response header block
 	// (net/http's default is 10 MiB): an upstream that answers with an
 	// endless header block gets an error, not mcpvisor's memory.
 	maxUpstreamHeaderBytes = 1 << 20
 )
+
+// messageLimit is the server's max_message_size, or the default for a
+// Config built in Go that left it zero.
+func messageLimit(srv *config.Server) int64 {
+	if srv.MaxMessageSize > 0 {
+		return srv.MaxMessageSize
+	}
+	return config.DefaultMaxMessageSize
+}
 
 // DefaultHTTPTransport returns the transport HTTP upstreams use when the
 // embedder supplies no client: net/http's defaults (proxy from the

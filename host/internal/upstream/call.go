@@ -584,8 +584,15 @@ func rawArgs(raw json.RawMessage) any {
 }
 
 // unwrapApplication returns the upstream's JSON-RPC error itself, so the
-// gateway forwards its code, message and data unchanged.
+// gateway forwards its code, message and data unchanged. An error mcpvisor
+// made about this one call (a response over max_message_size, refused by
+// the transport) is returned itself: the go-sdk wraps it in its own
+// JSON-RPC error ("rejected by transport"), which would hide what happened.
 func unwrapApplication(err error) error {
+	var own *recovery.Error
+	if errors.As(err, &own) {
+		return own
+	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) {
 		return wire

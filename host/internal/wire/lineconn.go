@@ -17,8 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// maxLineLength bounds one JSON-RPC message from a server (the SDK's
-// default, 16 MiB); a longer line ends the connection.
+// maxLineLength bounds one JSON-RPC message from a peer unless the
+// transport sets its own bound (the SDK's default, 16 MiB).
 const maxLineLength = mcp.DefaultMaxLineLength
 
 // lineTransport speaks newline-delimited JSON-RPC over a server process's
@@ -34,10 +34,18 @@ type lineTransport struct {
 	// answerInvalid: an undecodable line is answered with a parse error
 	// and skipped (a client's pipes; see NewClientLineTransport).
 	answerInvalid bool
+	// maxLine bounds one line; zero means maxLineLength.
+	maxLine int64
+	// tooLarge: see lineConn.
+	tooLarge func(limit int64) error
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1), stray: t.stray, answerInvalid: t.answerInvalid}, nil
+	maxLine := t.maxLine
+	if maxLine <= 0 {
+		maxLine = maxLineLength
+	}
+	return &lineConn{r: bufio.NewReaderSize(t.r, 64<<10), rc: t.r, w: t.w, wsem: make(chan struct{}, 1), stray: t.stray, answerInvalid: t.answerInvalid, maxLine: maxLine, tooLarge: t.tooLarge}, nil
 }
 
 // ErrWriteTimeout is wrapped by the error of a write that could not finish
@@ -59,6 +67,11 @@ type lineConn struct {
 	stray func(line []byte)
 	// answerInvalid: see lineTransport.
 	answerInvalid bool
+	// maxLine bounds one line.
+	maxLine int64
+	// tooLarge, when set, makes the error a call gets for a response line
+	// over maxLine (oversized.go); nil: such a line ends the connection.
+	tooLarge func(limit int64) error
 
 	// wsem serialises writes; unlike a mutex, waiting for it is bounded by
 	// the writer's context.
@@ -79,6 +92,12 @@ func (c *lineConn) SessionID() string { return "" }
 func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for len(c.queue) == 0 {
 		line, err := c.readLine()
+		var tl *errLineTooLong
+		if errors.As(err, &tl) && c.tooLarge != nil {
+			if resp, ok := oversizedResponse(tl, c.tooLarge); ok {
+				return resp, nil
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +163,7 @@ func (c *lineConn) answerParseError(ctx context.Context, cause error) bool {
 	return c.write(ctx, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":`+string(msg)+"}}\n")) == nil
 }
 
-// readLine returns the next line without its newline, up to maxLineLength.
+// readLine returns the next line without its newline, up to maxLine bytes.
 func (c *lineConn) readLine() ([]byte, error) {
 	line, err := c.r.ReadSlice('\n')
 	if err == nil {
@@ -160,8 +179,15 @@ func (c *lineConn) readLine() ([]byte, error) {
 	for {
 		line, err = c.r.ReadSlice('\n')
 		buf = append(buf, line...)
-		if len(buf) > maxLineLength {
-			return nil, fmt.Errorf("message longer than %d bytes", maxLineLength)
+		if int64(len(buf)) > c.maxLine {
+			switch {
+			case errors.Is(err, bufio.ErrBufferFull):
+				return nil, c.skipLine(buf)
+			case err == nil || errors.Is(err, io.EOF):
+				return nil, &errLineTooLong{limit: c.maxLine, head: buf[:min(len(buf), oversizedKeep)], tail: buf[max(0, len(buf)-oversizedKeep):]}
+			default:
+				return nil, err
+			}
 		}
 		switch {
 		case err == nil:

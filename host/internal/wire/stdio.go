@@ -20,9 +20,13 @@ func NewLineTransport(r io.ReadCloser, w io.WriteCloser) mcp.Transport {
 // NewServerLineTransport is NewLineTransport for a server process's pipes:
 // a line on its stdout that is not a JSON-RPC message (a stray print, an
 // npm banner) is handed to stray and skipped, as the reference TypeScript
-// client does, instead of ending the session.
-func NewServerLineTransport(r io.ReadCloser, w io.WriteCloser, stray func(line []byte)) mcp.Transport {
-	return &lineTransport{r: r, w: w, stray: stray}
+// client does, instead of ending the session. maxLine bounds one line
+// (the server's max_message_size); zero means the SDK's default, 16 MiB.
+// A response longer than that fails the call it answers with the error
+// tooLarge makes, and the connection goes on (see oversized.go); nil
+// tooLarge ends the connection instead.
+func NewServerLineTransport(r io.ReadCloser, w io.WriteCloser, stray func(line []byte), maxLine int64, tooLarge func(limit int64) error) mcp.Transport {
+	return &lineTransport{r: r, w: w, stray: stray, maxLine: maxLine, tooLarge: tooLarge}
 }
 
 // NewClientLineTransport is NewLineTransport for a client's pipes (the

@@ -17,7 +17,7 @@ func TestDownstreamRequestBounds(t *testing.T) {
 		{`body_timeout = "5s"`, config.Host{BodyTimeout: 5 * time.Second}},
 		{`max_body_bytes_inflight = "64MiB"`, config.Host{MaxBodyBytesInflight: 64 << 20}},
 		{`max_body_bytes_inflight = "2 GiB"`, config.Host{MaxBodyBytesInflight: 2 << 30}},
-		{`max_body_bytes_inflight = "500kB"`, config.Host{MaxBodyBytesInflight: 500_000}},
+		{`max_body_bytes_inflight = "512KiB"`, config.Host{MaxBodyBytesInflight: 512 << 10}},
 		{`max_body_bytes_inflight = 1048576`, config.Host{MaxBodyBytesInflight: 1 << 20}},
 		{`max_body_bytes_inflight = "4096"`, config.Host{MaxBodyBytesInflight: 4096}},
 		{`max_inflight = 32`, config.Host{MaxInflight: 32}},
