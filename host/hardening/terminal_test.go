@@ -233,9 +233,10 @@ server "off" {
 // the log does not claim it parks "without retrying" and then give a
 // next attempt, and RETRIES does not read "1 of 5" beside a NEXT ATTEMPT.
 func TestParkMessagesAgree(t *testing.T) {
+	// A command that does not exist is the one start failure that parks
+	// at once: no retry can fix it without a config edit.
 	mv := startMcpvisor(t, `server "broken" {
-  command = "/bin/sh"
-  args    = ["-c", "echo 'cannot read settings' >&2; exit 1"]
+  command = "/nonexistent/mcp-server"
   reconnect {
     max_retries = 5
   }

@@ -709,7 +709,7 @@ func (s *Supervisor) run() {
 		s.setFailures(failures)
 
 		if permanent && !probing {
-			s.logger.Error("server cannot start as configured (the same failure again); parking it now rather than spending its max_retries", "error", recovery.Redact(err.Error()))
+			s.logger.Error("server cannot start as configured (its command is missing or not executable); parking it now rather than spending its max_retries", "error", recovery.Redact(err.Error()))
 		}
 		if failures > s.cfg.Reconnect.MaxRetries || (probing && err != nil) || permanent {
 			if !(probing && early) {
