@@ -39,6 +39,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/audit"
 	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
+	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/oauth"
 	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
@@ -63,6 +64,9 @@ type Host struct {
 	logger hclog.Logger
 	// replica names this process among the replicas of a deployment.
 	replica string
+	// limitHits counts what the bounds of docs/security.md refused, for
+	// mcpvisor_limit_hits_total.
+	limitHits *limits.Hits
 
 	// draining is closed by Drain; drainPeriod is the host block's drain.
 	draining    chan struct{}
@@ -140,6 +144,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	h.stopping = make(chan struct{})
 	h.callsCut, h.cutCalls = context.WithCancelCause(context.Background())
 	h.results = transport.NewResultBudget(cfg.Host.MaxInflightBytes)
+	h.limitHits = limits.New()
 	if a := cfg.Host.Audit; a != nil {
 		log, err := audit.Open(a.Path, a.IncludeArguments, replica, o.logger.Named("audit"))
 		if err != nil {
@@ -156,6 +161,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		Logger:         o.logger.Named("audit"),
 		Replica:        replica,
 
+		LimitHits:         h.limitHits,
 		MaxNamesPerServer: cfg.Host.Metrics.MaxNamesPerServer,
 		MaxNames:          cfg.Host.Metrics.MaxNames,
 	})
@@ -170,6 +176,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	sink := &gatewaySink{}
 	h.registry = registry.New(o.logger.Named("registry"), sep, specs, sink)
 	gopts := gateway.Options{
+		LimitHits:      h.limitHits,
 		Name:           "mcpvisor",
 		Version:        Version,
 		Logger:         o.logger.Named("gateway"),
@@ -252,6 +259,7 @@ func (h *Host) supervisorFor(srv *config.Server, d transport.Dialer) *upstream.S
 		Logger:     h.logger,
 		Dialer:     d,
 		ClientInfo: &mcp.Implementation{Name: "mcpvisor", Version: Version},
+		LimitHits:  h.limitHits,
 		// Only the current supervisor of a name speaks for it: during a
 		// reload the new one starts beside the old one, and the old one's
 		// last word (withdrawing its catalog as it stops) must not withdraw

@@ -37,6 +37,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 )
 
 const (
@@ -111,6 +112,7 @@ func (l *requestLimits) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case l.stateless <- struct{}{}:
 				defer func() { <-l.stateless }()
 			default:
+				l.h.limitHits.Hit(limits.MaxInflight)
 				l.logger.Warn("http request refused: too many stateless requests in flight", "max_inflight", cap(l.stateless), "remote", r.RemoteAddr)
 				refuse(w, http.StatusServiceUnavailable, retryAfterBusy, fmt.Sprintf(
 					"Service Unavailable: %d stateless requests are in flight, the most this host serves at once (max_inflight); retry shortly or raise max_inflight", cap(l.stateless)))
@@ -125,6 +127,7 @@ func (l *requestLimits) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refusal it has answered the client and returns false.
 func (l *requestLimits) readBody(w http.ResponseWriter, r *http.Request) (*heldBody, bool) {
 	if r.ContentLength > maxRequestBody {
+		l.h.limitHits.Hit(limits.MaxBodyBytesInflight)
 		l.refuseBody(w, http.StatusRequestEntityTooLarge, "", fmt.Sprintf(
 			"Request Entity Too Large: the body is %d bytes; a request may carry at most %d", r.ContentLength, maxRequestBody))
 		return nil, false
@@ -151,6 +154,7 @@ func (l *requestLimits) readBody(w http.ResponseWriter, r *http.Request) (*heldB
 			if !l.bodies.take(r.Context(), int64(step), first, bodyBudgetWait) {
 				body.release()
 				l.logger.Warn("http request refused: request bodies still arriving fill max_body_bytes_inflight", "max_body_bytes_inflight", l.bodies.max, "remote", r.RemoteAddr)
+				l.h.limitHits.Hit(limits.MaxBodyBytesInflight)
 				l.refuseBody(w, http.StatusServiceUnavailable, retryAfterBusy, fmt.Sprintf(
 					"Service Unavailable: request bodies still arriving hold the %d bytes this host buffers at once (max_body_bytes_inflight); retry shortly", l.bodies.max))
 				return nil, false
@@ -165,6 +169,7 @@ func (l *requestLimits) readBody(w http.ResponseWriter, r *http.Request) (*heldB
 		body.size += n
 		if body.size > maxRequestBody {
 			body.release()
+			l.h.limitHits.Hit(limits.MaxBodyBytesInflight)
 			l.refuseBody(w, http.StatusRequestEntityTooLarge, "", fmt.Sprintf(
 				"Request Entity Too Large: a request may carry at most %d bytes", maxRequestBody))
 			return nil, false
@@ -176,6 +181,7 @@ func (l *requestLimits) readBody(w http.ResponseWriter, r *http.Request) (*heldB
 			body.release()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				l.logger.Warn("http request refused: its body did not arrive in time", "body_timeout", l.bodyTimeout, "received", body.size, "remote", r.RemoteAddr)
+				l.h.limitHits.Hit(limits.BodyTimeout)
 				l.refuseBody(w, http.StatusRequestTimeout, "", fmt.Sprintf(
 					"Request Timeout: the request body did not arrive within %s (body_timeout)", l.bodyTimeout))
 				return nil, false

@@ -19,11 +19,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
@@ -295,6 +296,7 @@ func (h *Host) sessionCap(next http.Handler) http.Handler {
 		opens := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" &&
 			r.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion
 		if opens && !h.gateway.AdmitSession(max) {
+			h.limitHits.Hit(limits.MaxSessions)
 			h.logger.Warn("http request refused: every session is busy", "max_sessions", max, "remote", r.RemoteAddr)
 			w.Header().Set("Retry-After", "10")
 			http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are open, the most this host allows (max_sessions), and every one has a request in flight or a stream open; retry later or raise max_sessions", max), http.StatusServiceUnavailable)

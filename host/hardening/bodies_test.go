@@ -120,6 +120,11 @@ func TestPartialBodiesBoundedAndClosed(t *testing.T) {
 		t.Errorf("%d partial bodies grew mcpvisor's RSS by %d MB (from %d MB to %d MB), budget %d MB",
 			partialConns, grow/mb, before/mb, peakKB/mb, partialRSSBudget/mb)
 	}
+	// Every partial body was refused by one of the two bounds, and
+	// /metrics counts each refusal under the setting that made it.
+	if n := mv.limitHits(t, "body_timeout") + mv.limitHits(t, "max_body_bytes_inflight"); n < partialConns {
+		t.Errorf("mcpvisor_limit_hits_total counts %d refusals for body_timeout and max_body_bytes_inflight, want %d (one per partial body)", n, partialConns)
+	}
 	mv.healthz(t, "after the partial bodies")
 	mv.alive(t)
 }
@@ -213,6 +218,9 @@ func TestStatelessInflightCap(t *testing.T) {
 		if retryAfter == "" || !strings.Contains(body, "max_inflight") {
 			t.Errorf("a 503 without Retry-After or not naming max_inflight: Retry-After %q, body %q", retryAfter, body)
 		}
+	}
+	if n := mv.limitHits(t, "max_inflight"); n != len(refusals.refusals) {
+		t.Errorf("mcpvisor_limit_hits_total{limit=\"max_inflight\"} is %d, want the %d refusals", n, len(refusals.refusals))
 	}
 	mv.alive(t)
 }

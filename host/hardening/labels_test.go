@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,4 +94,24 @@ func TestCatalogChurnFreesMetricSeries(t *testing.T) {
 		}
 	}
 	mv.alive(t)
+}
+
+// limitHits reads mcpvisor_limit_hits_total{limit="name"} from mcpvisor's
+// /metrics: how often that bound refused something (docs/security.md).
+func (mv *mcpvisor) limitHits(t *testing.T, name string) int {
+	t.Helper()
+	prefix := `mcpvisor_limit_hits_total{limit="` + name + `"`
+	for _, line := range strings.Split(mv.metricsText(t), "\n") {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		f := strings.Fields(line)
+		n, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("/metrics: %q: %v", line, err)
+		}
+		return int(n)
+	}
+	t.Fatalf("/metrics has no %s series", prefix)
+	return 0
 }

@@ -224,6 +224,9 @@ func testSamplingFlood(t *testing.T, attrs string, maxPending int) {
 	if grew := peakKB - before; grew > floodRSSBudget {
 		t.Errorf("mcpvisor's RSS grew by %d MB during a flood of %d requests to the client, want at most %d MB", grew>>10, floodRequests, floodRSSBudget>>10)
 	}
+	if n := mv.limitHits(t, "max_pending_requests"); n != rep.CapDeclined {
+		t.Errorf("mcpvisor_limit_hits_total{limit=\"max_pending_requests\"} is %d, want the %d requests declined at the cap", n, rep.CapDeclined)
+	}
 }
 
 // Regression (#23, 3): a server's sampling, roots and elicitation requests

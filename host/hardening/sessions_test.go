@@ -281,4 +281,9 @@ func TestSessionsAtTheCapMakeRoomForNewcomers(t *testing.T) {
 	if resp, body := busy.post(t, `{"jsonrpc":"2.0","id":4,"method":"ping"}`); resp.StatusCode != http.StatusOK {
 		t.Errorf("the session that had a call in flight was closed: %s %s", resp.Status, body)
 	}
+	// Every newcomer past the cap evicted one idle session: at least the
+	// second wave's maxSessions, each counted under max_sessions.
+	if n := mv.limitHits(t, "max_sessions"); n < maxSessions {
+		t.Errorf("mcpvisor_limit_hits_total{limit=\"max_sessions\"} is %d, want at least %d evictions", n, maxSessions)
+	}
 }

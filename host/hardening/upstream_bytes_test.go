@@ -297,6 +297,9 @@ func testUpstreamEndless(t *testing.T, modes ...string) {
 			if n := u.inits.Load(); n != 1 {
 				t.Errorf("mcpvisor initialized %d sessions with the upstream; the endless answer must fail its call, not the session", n)
 			}
+			if n := mv.limitHits(t, "max_message_size"); n < 1 {
+				t.Errorf("mcpvisor_limit_hits_total{limit=\"max_message_size\"} is %d after the endless answer, want at least 1", n)
+			}
 			mv.alive(t)
 			mv.healthz(t, "after the endless answer")
 		})

@@ -33,6 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
@@ -68,6 +69,10 @@ type Options struct {
 	// Name and Version are the server implementation info reported to
 	// downstream clients ("mcpvisor", the host's version).
 	Name, Version string
+
+	// LimitHits counts the sessions evicted at max_sessions; nil counts
+	// nothing.
+	LimitHits *limits.Hits
 
 	// Logger receives the gateway's logs and the go-sdk server's. Nil
 	// means no logging.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
@@ -182,6 +183,7 @@ func (g *Gateway) AdmitSession(limit int) bool {
 	delete(u.byID, lru.ID())
 	u.closing++
 	u.mu.Unlock()
+	g.opts.LimitHits.Hit(limits.MaxSessions)
 	g.logger.Info("idle downstream session closed to make room for a new one (max_sessions)",
 		"max_sessions", limit, "idle_for", time.Since(lruAt).Round(time.Second))
 	// Closed off the newcomer's request: Close waits for the session's

@@ -1,11 +1,14 @@
 package telemetry
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
@@ -33,7 +36,7 @@ const (
 // states and breakerStates are every value the state gauges report, so
 // each server has a full, stable set of series.
 var (
-	states        = []upstream.State{upstream.StateStarting, upstream.StateReady, upstream.StateReconnecting, upstream.StateParked, upstream.StateStopped}
+	states        = []upstream.State{upstream.StateStarting, upstream.StateReady, upstream.StateReconnecting, upstream.StateParked, upstream.StateStopped, upstream.StateNeedsLogin, upstream.StateNeedsConfig}
 	breakerStates = []upstream.BreakerState{upstream.BreakerClosed, upstream.BreakerOpen, upstream.BreakerHalfOpen}
 )
 
@@ -62,6 +65,10 @@ type Metrics struct {
 	// bounds being hit (docs/security.md).
 	catalogTruncatedDesc, namesOverDesc *prometheus.Desc
 
+	// limitHitsDesc reports limitHits: what every bound refused.
+	limitHitsDesc *prometheus.Desc
+	limitHits     *limits.Hits
+
 	status   func() []upstream.Status
 	sessions func() int
 
@@ -85,7 +92,7 @@ type nameSet map[string]struct{}
 // newMetrics returns the collector. status lists the servers for the state
 // gauges and sessions counts the open downstream sessions; either may be
 // nil. A replica that is not empty is a constant label on every metric.
-func newMetrics(status func() []upstream.Status, sessions func() int, replica string, maxNamesPerServer, maxNames int) *Metrics {
+func newMetrics(status func() []upstream.Status, sessions func() int, limitHits *limits.Hits, replica string, maxNamesPerServer, maxNames int) *Metrics {
 	if maxNamesPerServer <= 0 {
 		maxNamesPerServer = DefaultMaxNamesPerServer
 	}
@@ -160,8 +167,11 @@ func newMetrics(status func() []upstream.Status, sessions func() int, replica st
 			"1 when the server's last listing stopped at a bound of its catalog block (or a repeated cursor), 0 otherwise.", []string{"server"}, constLabels),
 		namesOverDesc: prometheus.NewDesc("mcpvisor_tool_label_names_over_limit",
 			"Tool and prompt names of the server's catalog past the metrics block's bounds, whose calls are counted under tool=\"_other\".", []string{"server"}, constLabels),
-		status:   status,
-		sessions: sessions,
+		limitHitsDesc: prometheus.NewDesc("mcpvisor_limit_hits_total",
+			"Messages, requests and sessions refused, cut or evicted at a bound of docs/security.md, by the setting that raises it.", []string{"limit"}, constLabels),
+		limitHits: limitHits,
+		status:    status,
+		sessions:  sessions,
 
 		maxNamesPerServer: maxNamesPerServer,
 		maxNames:          maxNames,
@@ -187,6 +197,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.sessionsDesc
 	ch <- m.catalogTruncatedDesc
 	ch <- m.namesOverDesc
+	ch <- m.limitHitsDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -213,6 +224,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.namesMu.RUnlock()
 	if m.sessions != nil {
 		ch <- prometheus.MustNewConstMetric(m.sessionsDesc, prometheus.GaugeValue, float64(m.sessions()))
+	}
+	if m.limitHits != nil {
+		for _, n := range limits.All {
+			ch <- prometheus.MustNewConstMetric(m.limitHitsDesc, prometheus.CounterValue, float64(m.limitHits.Count(n)), string(n))
+		}
 	}
 }
 
@@ -300,6 +316,14 @@ func (m *Metrics) callStarted(c *upstream.Call) {
 
 func (m *Metrics) callFinished(c *upstream.Call) {
 	m.inFlight.WithLabelValues(c.Server).Dec()
+	// The transport refuses a response past a bound inside the round trip
+	// or the read; the call's error is the one place both are seen.
+	switch {
+	case errors.Is(c.Err, transport.ErrMessageTooLarge):
+		m.limitHits.Hit(limits.MaxMessageSize)
+	case errors.Is(c.Err, transport.ErrBusy):
+		m.limitHits.Hit(limits.MaxInflightBytes)
+	}
 	m.namesMu.RLock()
 	m.calls.WithLabelValues(c.Server, c.Method, m.nameLabel(c), string(c.Outcome)).Inc()
 	m.namesMu.RUnlock()

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/audit"
+	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
@@ -44,6 +45,11 @@ type Options struct {
 	// them are counted under OtherName. Zero means
 	// DefaultMaxNamesPerServer and DefaultMaxNames.
 	MaxNamesPerServer, MaxNames int
+
+	// LimitHits counts what the host's bounds refused; the metrics report
+	// it as mcpvisor_limit_hits_total, and count into it the calls whose
+	// response was over max_message_size or found max_inflight_bytes full.
+	LimitHits *limits.Hits
 }
 
 // Observer implements upstream.Observer for one host.
@@ -70,7 +76,7 @@ func New(opts Options) *Observer {
 		o.logger = hclog.NewNullLogger()
 	}
 	if opts.Metrics {
-		o.metrics = newMetrics(opts.Status, opts.Sessions, opts.Replica, opts.MaxNamesPerServer, opts.MaxNames)
+		o.metrics = newMetrics(opts.Status, opts.Sessions, opts.LimitHits, opts.Replica, opts.MaxNamesPerServer, opts.MaxNames)
 	}
 	if opts.TracerProvider != nil {
 		o.tracer = newTracer(opts.TracerProvider)

@@ -40,6 +40,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 )
 
 // Downstream is the client whose request caused an upstream operation. It
@@ -304,6 +306,7 @@ func (s *Supervisor) atPendingCap(method string) bool {
 // tooManyPending is the error a request past max_pending_requests gets. The
 // first and every declinedLogEvery-th are logged, not each of a flood.
 func (s *Supervisor) tooManyPending(method string) *jsonrpc.Error {
+	s.opts.LimitHits.Hit(limits.MaxPendingRequests)
 	if n := s.declinedRequests.Add(1); n == 1 || n%declinedLogEvery == 0 {
 		s.logger.Warn("server's request to a client declined: too many pending",
 			"method", method, "max_pending_requests", s.maxPending, "declined_so_far", n)

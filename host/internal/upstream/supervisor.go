@@ -62,6 +62,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
@@ -177,6 +178,9 @@ type Options struct {
 	Observer Observer
 	// ClientInfo is the implementation info sent to upstreams.
 	ClientInfo *mcp.Implementation
+	// LimitHits counts the server's requests declined at
+	// max_pending_requests; nil counts nothing.
+	LimitHits *limits.Hits
 	// BackoffBase overrides the 1 s base of the reconnect backoff (tests).
 	BackoffBase time.Duration
 	// Now overrides the clock used by the breaker (tests).
