@@ -103,7 +103,7 @@ func (b *eventLimitBody) take(chunk []byte) {
 		if b.skipping {
 			b.keepTail(part)
 		} else {
-			b.event = append(b.event, part...)
+			b.appendEvent(part)
 			if int64(len(b.event)) > b.limit {
 				b.skipping = true
 				b.head = bytes.Clone(b.event[:min(len(b.event), eventKeep)])
@@ -118,17 +118,32 @@ func (b *eventLimitBody) take(chunk []byte) {
 		if b.skipping {
 			b.out = append(b.out, b.replacement()...)
 			b.skipping, b.head, b.tail = false, nil, nil
+		} else if len(b.out) == 0 && cap(b.event) > 64<<10 {
+			// A large event is handed on as it is, not copied; a
+			// long-lived stream does not keep its buffer.
+			b.out, b.event = b.event, nil
 		} else {
 			b.out = append(b.out, b.event...)
 			b.event = b.event[:0]
-			if cap(b.event) > 64<<10 {
-				// A large event passed: a long-lived stream does not keep
-				// its buffer.
-				b.event = nil
-			}
 		}
 		chunk = chunk[end:]
 	}
+}
+
+// appendEvent adds part to the event being held. Its buffer grows by
+// doubling, never past the limit and one read: append grows a large slice
+// in steps of a quarter, which for an event near the limit allocates about
+// four times its size on the way up, and an upstream can send one such
+// event after another.
+func (b *eventLimitBody) appendEvent(part []byte) {
+	if need := len(b.event) + len(part); need > cap(b.event) {
+		size := max(2*cap(b.event), need, eventReadSize)
+		size = min(size, max(need, int(min(b.limit, 1<<40))+eventReadSize))
+		grown := make([]byte, len(b.event), size)
+		copy(grown, b.event)
+		b.event = grown
+	}
+	b.event = append(b.event, part...)
 }
 
 func (b *eventLimitBody) keepTail(part []byte) {
