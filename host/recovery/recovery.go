@@ -215,6 +215,10 @@ type Error struct {
 	RetryAt time.Time
 	// NeedsReauth marks an auth failure that a refresh could not fix.
 	NeedsReauth bool
+	// Limit, when set, names the bound that refused the operation by the
+	// setting that raises it ("max_message_size", "max_inflight_bytes";
+	// docs/security.md). Clients find it in the error's data.
+	Limit string
 	// Err is the underlying error, if any.
 	Err error
 }
@@ -338,6 +342,9 @@ func WireError(err error) *jsonrpc.Error {
 	var re *Error
 	if errors.As(err, &re) {
 		data := map[string]any{"kind": re.Kind(), "server": re.Server}
+		if re.Limit != "" {
+			data["limit"] = re.Limit
+		}
 		if !re.RetryAt.IsZero() {
 			data["retry_at"] = re.RetryAt.UTC().Format(time.RFC3339)
 		}
@@ -349,4 +356,25 @@ func WireError(err error) *jsonrpc.Error {
 		return wire
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+}
+
+// LimitOf returns the setting of the bound that refused err's operation,
+// or "": the Limit of a *Error, or of the JSON-RPC error a transport put
+// in the place of an oversized response (WireError's data), which is all
+// a caller sees of a refusal made below the go-sdk.
+func LimitOf(err error) string {
+	var re *Error
+	if errors.As(err, &re) {
+		return re.Limit
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) && wire.Code == CodeUpstream && len(wire.Data) > 0 {
+		var data struct {
+			Limit string `json:"limit"`
+		}
+		if json.Unmarshal(wire.Data, &data) == nil {
+			return data.Limit
+		}
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package recovery_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -151,5 +152,29 @@ func TestRejectedByTransportIsTransport(t *testing.T) {
 	same := &jsonrpc.Error{Code: -32005, Message: "the upstream's own -32005"}
 	if got := recovery.Classify(context.Background(), same); got != recovery.Application {
 		t.Errorf("Classify(an upstream's own -32005) = %v, want application", got)
+	}
+}
+
+// LimitOf finds the bound that refused an operation both in mcpvisor's own
+// error and in the JSON-RPC error a transport put in the place of an
+// oversized response; other errors name none.
+func TestLimitOf(t *testing.T) {
+	own := &recovery.Error{Server: "big", Op: "tools/call", Class: recovery.Application, Reason: "too large", Limit: "max_message_size"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"own error", own, "max_message_size"},
+		{"wrapped own error", fmt.Errorf("calling: %w", own), "max_message_size"},
+		{"on the wire", recovery.WireError(own), "max_message_size"},
+		{"own error without a limit", &recovery.Error{Server: "s", Reason: "parked"}, ""},
+		{"upstream's JSON-RPC error", &jsonrpc.Error{Code: recovery.CodeUpstream, Message: "x", Data: json.RawMessage(`{"limit":"max_inflight_bytes"}`)}, "max_inflight_bytes"},
+		{"another code", &jsonrpc.Error{Code: -32000, Message: "x", Data: json.RawMessage(`{"limit":"max_message_size"}`)}, ""},
+		{"nil", nil, ""},
+	} {
+		if got := recovery.LimitOf(tc.err); got != tc.want {
+			t.Errorf("%s: LimitOf = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -1,15 +1,14 @@
 package telemetry
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
-	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
 // Label values that stand for many.
@@ -316,13 +315,11 @@ func (m *Metrics) callStarted(c *upstream.Call) {
 
 func (m *Metrics) callFinished(c *upstream.Call) {
 	m.inFlight.WithLabelValues(c.Server).Dec()
-	// The transport refuses a response past a bound inside the round trip
-	// or the read; the call's error is the one place both are seen.
-	switch {
-	case errors.Is(c.Err, transport.ErrMessageTooLarge):
-		m.limitHits.Hit(limits.MaxMessageSize)
-	case errors.Is(c.Err, transport.ErrBusy):
-		m.limitHits.Hit(limits.MaxInflightBytes)
+	// A transport refuses a response past a bound inside the round trip
+	// or the read, for every transport its own way; the call's error,
+	// which names the bound, is the one place all of them are seen.
+	if limit := recovery.LimitOf(c.Err); limit != "" {
+		m.limitHits.Hit(limits.Name(limit))
 	}
 	m.namesMu.RLock()
 	m.calls.WithLabelValues(c.Server, c.Method, m.nameLabel(c), string(c.Outcome)).Inc()

@@ -303,7 +303,7 @@ func MessageTooLarge(server, op string, limit, size int64) *recovery.Error {
 	return &recovery.Error{Server: server, Op: op, Class: recovery.Application,
 		Reason: fmt.Sprintf("the server's response (%s) is larger than its max_message_size (%s); the call failed and the server stays connected. If results this large are expected, raise max_message_size in the server block",
 			what, config.FormatSize(limit)),
-		Err: ErrMessageTooLarge}
+		Limit: "max_message_size", Err: ErrMessageTooLarge}
 }
 
 // busy is the error of a response the budget had no room for.
@@ -317,7 +317,7 @@ func (rt *boundedRoundTripper) busy(req *http.Request, err error) error {
 	return &recovery.Error{Server: rt.server, Op: op, Class: recovery.Application,
 		Reason: fmt.Sprintf("mcpvisor is busy: the responses in flight from all servers fill max_inflight_bytes of the host block (%s), so this call's response was not read; retry later, or raise max_inflight_bytes",
 			config.FormatSize(rt.budget.Limit())),
-		Err: err}
+		Limit: "max_inflight_bytes", Err: err}
 }
 
 // requestMethod is the JSON-RPC method of an MCP request, for messages:
