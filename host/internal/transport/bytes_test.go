@@ -176,7 +176,7 @@ func TestEventLimitBody(t *testing.T) {
 	big := strings.Repeat("y", 4*limit)
 	small := "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n"
 	refused := func(id string) string {
-		return "event: message\nid: 2\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"error\":{\"code\":-32010,\"message\":\"server \\\"big\\\": the server's response (more than 1KiB) is larger than its max_message_size (1KiB); the call failed and the server stays connected. If results this large are expected, raise max_message_size in the server block: upstream response larger than max_message_size\",\"data\":{\"kind\":\"application\",\"server\":\"big\"}}}\n\n"
+		return "event: message\nid: 2\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + id + ",\"error\":{\"code\":-32010,\"message\":\"server \\\"big\\\": the server's response (more than 1KiB) is larger than its max_message_size (1KiB); the call failed and the server stays connected. If results this large are expected, raise max_message_size in the server block: upstream response larger than max_message_size\",\"data\":{\"kind\":\"application\",\"limit\":\"max_message_size\",\"server\":\"big\"}}}\n\n"
 	}
 	for _, tc := range []struct {
 		name, in, want string
