@@ -50,12 +50,15 @@ func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, 
 	if srv.OAuth == nil {
 		return "", fmt.Errorf("server %q has no oauth block; add oauth { } to log in to it", srv.Name)
 	}
-	if srv.OAuth.Grant == config.GrantClientCredentials {
-		return "", fmt.Errorf("server %q uses the client_credentials grant: the host gets its tokens itself, no login needed", srv.Name)
+	if !srv.OAuth.Interactive() {
+		return "", fmt.Errorf("server %q uses the %s grant: the host gets its tokens itself, no login needed", srv.Name, srv.OAuth.Grant)
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = http.DefaultClient
+	}
+	if srv.OAuth.Issuer != "" {
+		hc = withIssuer(hc, srv.OAuth.Issuer) // grants.go
 	}
 	hc = withSummarisedErrors(hc) // loginonce.go
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.OAuth.RedirectPort)))

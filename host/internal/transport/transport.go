@@ -103,7 +103,7 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 			tokens = oauth.NewSource(oauth.SourceConfig{Server: srv, Store: opts.TokenStore, HTTPClient: hc, Logger: logger})
 		}
 		d := &httpDialer{url: srv.URL, sse: srv.Transport == config.TransportSSE, client: wrapClient(hc, srv.Headers, tokens), logger: logger}
-		if tokens != nil && srv.OAuth.Grant != config.GrantClientCredentials {
+		if tokens != nil && srv.OAuth.Interactive() {
 			return &loginDialer{httpDialer: d, tokens: tokens}, nil
 		}
 		return d, nil
