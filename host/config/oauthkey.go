@@ -40,7 +40,8 @@ func ParsePrivateKey(pemText string) (crypto.Signer, error) {
 		return nil, fmt.Errorf("PEM block %q is not a private key", block.Type)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("parsing the %s: %v", strings.ToLower(block.Type), err)
+		// The parser's own text is ASN.1 detail a user cannot act on.
+		return nil, fmt.Errorf("its %q PEM block does not hold a valid %s", block.Type, strings.ToLower(block.Type))
 	}
 	switch k := key.(type) {
 	case *ecdsa.PrivateKey:
