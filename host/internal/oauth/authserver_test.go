@@ -119,6 +119,7 @@ func newProtectedServer(t *testing.T, lifetime time.Duration) *protectedServer {
 			"code_challenge_methods_supported":                 []string{"S256"},
 			"token_endpoint_auth_methods_supported":            []string{"none", "client_secret_post", "private_key_jwt"},
 			"token_endpoint_auth_signing_alg_values_supported": []string{"ES256", "RS256", "EdDSA"},
+			"authorization_response_iss_parameter_supported":   true,
 			"scopes_supported":                                 []string{"tools", "offline_access"},
 		})
 	})
@@ -194,6 +195,9 @@ func (p *protectedServer) authorize(w http.ResponseWriter, r *http.Request) {
 	rq := redirect.Query()
 	rq.Set("code", code)
 	rq.Set("state", q.Get("state"))
+	p.mu.Lock()
+	rq.Set("iss", cmp.Or(p.issuer, p.srv.URL)) // RFC 9207
+	p.mu.Unlock()
 	redirect.RawQuery = rq.Encode()
 	http.Redirect(w, r, redirect.String(), http.StatusFound)
 }

@@ -49,6 +49,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -255,6 +256,17 @@ func withIssuer(hc *http.Client, issuer string) *http.Client {
 type issuerTransport struct {
 	base   http.RoundTripper
 	issuer string
+
+	mu    sync.Mutex
+	shown string // the issuer the go-sdk was shown instead of issuer
+}
+
+// presented returns the issuer metadata naming t.issuer was presented
+// with, "" before any was.
+func (t *issuerTransport) presented() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.shown
 }
 
 func (t *issuerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -282,6 +294,9 @@ func (t *issuerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	m["issuer"], _ = json.Marshal(expected)
+	t.mu.Lock()
+	t.shown = expected
+	t.mu.Unlock()
 	nb, err := json.Marshal(m)
 	if err != nil {
 		return resp, nil
