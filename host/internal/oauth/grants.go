@@ -139,7 +139,7 @@ func (s *Source) clientAuth(conf *oauth2.Config, d *Discovery) (url.Values, erro
 	if err != nil {
 		return nil, fmt.Errorf("server %q: private_key in its oauth block: %v", s.cfg.Server.Name, err)
 	}
-	assertion, err := ClientAssertion(key, o.ClientID, d.Auth.Issuer, d.Auth.TokenEndpointAuthSigningAlgValuesSupported)
+	assertion, err := ClientAssertion(key, o.ClientID, s.issuerOf(d), d.Auth.TokenEndpointAuthSigningAlgValuesSupported)
 	if err != nil {
 		return nil, fmt.Errorf("server %q: signing a client assertion with private_key: %v", s.cfg.Server.Name, err)
 	}
@@ -147,6 +147,16 @@ func (s *Source) clientAuth(conf *oauth2.Config, d *Discovery) (url.Values, erro
 	conf.ClientSecret = ""
 	conf.Endpoint.AuthStyle = oauth2.AuthStyleInParams
 	return url.Values{"client_assertion_type": {clientAssertionType}, "client_assertion": {assertion}}, nil
+}
+
+// issuerOf is the authorization server's issuer as it names itself: the
+// block's issuer where the metadata naming it was presented to the go-sdk
+// under another (withIssuer).
+func (s *Source) issuerOf(d *Discovery) string {
+	if it, ok := s.cfg.HTTPClient.Transport.(*issuerTransport); ok && it.presented() == d.Auth.Issuer {
+		return s.cfg.Server.OAuth.Issuer
+	}
+	return d.Auth.Issuer
 }
 
 // grantToken runs the block's non-interactive grant against the discovered
@@ -207,7 +217,7 @@ func (s *Source) exchangeIDToken(ctx context.Context, d *Discovery, scopes []str
 	}
 	tok, err := oauthex.ExchangeToken(ctx, o.IdPTokenEndpoint, &oauthex.TokenExchangeRequest{
 		RequestedTokenType: oauthex.TokenTypeIDJAG,
-		Audience:           d.Auth.Issuer,
+		Audience:           s.issuerOf(d),
 		Resource:           resource,
 		Scope:              scopes,
 		SubjectToken:       strings.TrimSpace(o.IDToken),

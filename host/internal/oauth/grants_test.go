@@ -178,12 +178,16 @@ server "wrongkey" {
 
 // TestIssuerMismatchStrictByDefault: authorization server metadata at the
 // root's well-known URL naming issuer <root>/oauth is refused (RFC 8414
-// §3.3) unless the oauth block names that issuer; with it, login and the
-// client_credentials grant both work.
+// §3.3) unless the oauth block names that issuer; with it, login (whose
+// authorization response names that issuer in iss) and the
+// client_credentials grant both work, and a client assertion's aud is that
+// issuer.
 func TestIssuerMismatchStrictByDefault(t *testing.T) {
 	ps := newProtectedServer(t, time.Minute)
+	key, keyPEM := ecKeyPEM(t)
 	ps.mu.Lock()
 	ps.issuer = ps.srv.URL + "/oauth"
+	ps.jwtClients["jwt-client"] = key.Public()
 	ps.mu.Unlock()
 	cfg := loadConfig(t, fmt.Sprintf(`
 server "strict" {
@@ -210,7 +214,16 @@ server "explicit-m2m" {
     client_secret = "cc-secret"
     issuer        = %[2]q
   }
-}`, ps.URL(), ps.srv.URL+"/oauth"), nil)
+}
+server "explicit-jwt" {
+  url = %[1]q
+  oauth {
+    grant       = "client_credentials"
+    client_id   = "jwt-client"
+    private_key = file("client-key.pem")
+    issuer      = %[2]q
+  }
+}`, ps.URL(), ps.srv.URL+"/oauth"), map[string]string{"client-key.pem": keyPEM})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tokens := t.TempDir()
@@ -238,7 +251,7 @@ server "explicit-m2m" {
 	if err := h.WaitSettled(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for name, ready := range map[string]bool{"explicit": true, "explicit-m2m": true, "strict-m2m": false} {
+	for name, ready := range map[string]bool{"explicit": true, "explicit-m2m": true, "explicit-jwt": true, "strict-m2m": false} {
 		st := status(h, name)
 		if (st.State == "ready") != ready {
 			t.Errorf("server %s is %s (%s); want ready %v", name, st.State, st.LastError, ready)
@@ -249,6 +262,7 @@ server "explicit-m2m" {
 	}
 	callFor(t, h, "explicit__echo", 200*time.Millisecond)
 	callFor(t, h, "explicit-m2m__echo", 200*time.Millisecond)
+	callFor(t, h, "explicit-jwt__echo", 200*time.Millisecond)
 }
 
 // identityProvider is an enterprise IdP's token endpoint for RFC 8693
