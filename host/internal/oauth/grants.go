@@ -28,7 +28,10 @@ servers publish metadata at the root's well-known URL naming another issuer
 (<root>/oauth). When the config author names that issuer in the block, the
 HTTP client the block's discovery uses (and only it) presents such metadata
 to the go-sdk with the issuer it expects: metadata naming any other issuer
-is refused as before.
+is refused as before. Where the server names itself matters, the block's
+issuer is used: a client assertion's aud, the ID-JAG's audience, and an
+authorization response's iss (RFC 9207) naming it is taken for the issuer
+the go-sdk was shown (login.go).
 */
 
 import (

@@ -6,7 +6,10 @@
 //
 // It does what a user of mcpvisor does, with no shortcut: writes a config
 // with one server block for the URL (with an oauth block for the auth/
-// scenarios), loads it with the config package, logs in with host.Login
+// scenarios, made of what MCP_CONFORMANCE_CONTEXT gives: a pre-registered
+// client, a private key in a file, an identity provider's ID token), loads
+// it with the config package, logs in with host.Login where the grant needs
+// a login
 // (an HTTP client stands in for the browser of a logged-in user: it
 // follows the authorization URL's redirects to the loopback listener),
 // starts a host.Host, waits for the server to settle and calls every tool
