@@ -3,6 +3,7 @@ module github.com/mcpvisor/mcpvisor
 go 1.26.8
 
 require (
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/go-cmp v0.7.0
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.8.0
@@ -28,8 +29,6 @@ require (
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/yaml v1.6.0
 )
-
-require github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 
 require (
 	github.com/agext/levenshtein v1.2.1 // indirect
