@@ -364,13 +364,19 @@ const (
 	// GrantClientCredentials gets tokens with the client's own credentials,
 	// for machine-to-machine servers; no login.
 	GrantClientCredentials = "client_credentials"
+	// GrantCrossAppAccess gets tokens with an enterprise identity
+	// provider's ID token: exchanged there for an ID-JAG (RFC 8693), which
+	// the server's authorization server takes as a JWT bearer grant (RFC
+	// 7523); no login.
+	GrantCrossAppAccess = "cross_app_access"
 )
 
 // OAuth is the `oauth { … }` block of an HTTP server. Everything not set
 // here is discovered from the server (RFC 9728 protected resource metadata,
 // RFC 8414 / OpenID authorization server metadata).
 type OAuth struct {
-	// Grant is GrantAuthorizationCode or GrantClientCredentials.
+	// Grant is GrantAuthorizationCode, GrantClientCredentials or
+	// GrantCrossAppAccess.
 	Grant string
 	// ClientID is a client registered with the authorization server ahead
 	// of time. Empty means dynamic client registration (RFC 7591) or, with
@@ -387,6 +393,32 @@ type OAuth struct {
 	// RedirectPort is the loopback port `mcpvisor login` listens on for the
 	// authorization redirect; 0 picks a free one.
 	RedirectPort int
+
+	// PrivateKey is a PEM private key (EC P-256/P-384/P-521, RSA or
+	// Ed25519) the client authenticates with instead of a secret, by a
+	// signed JWT assertion (private_key_jwt, RFC 7523 §2.2); for the
+	// client_credentials and cross_app_access grants.
+	PrivateKey string
+	// Issuer, when set, is the authorization server's issuer identifier as
+	// its metadata states it, accepted even where it differs from the URL
+	// the metadata was fetched from (RFC 8414 §3.3 refuses that otherwise).
+	Issuer string
+	// IDToken is the enterprise identity provider's ID token the
+	// cross_app_access grant exchanges for an ID-JAG.
+	IDToken string
+	// IdPTokenEndpoint is the identity provider's token endpoint, where the
+	// cross_app_access grant exchanges IDToken.
+	IdPTokenEndpoint string
+	// IdPClientID and IdPClientSecret identify mcpvisor at the identity
+	// provider; the secret is empty for a public client.
+	IdPClientID     string
+	IdPClientSecret string
+}
+
+// Interactive reports whether the block's tokens come from `mcpvisor
+// login` (the authorization_code grant) rather than from the host itself.
+func (o *OAuth) Interactive() bool {
+	return o.Grant == "" || o.Grant == GrantAuthorizationCode
 }
 
 // Filter selects upstream tools by glob (path.Match syntax). A name matching

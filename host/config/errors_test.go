@@ -143,6 +143,57 @@ var errorCases = []struct {
   }
 }
 `, "Invalid scope"},
+	// private_key_jwt, issuer and cross_app_access.
+	{"oauth_private_key_invalid", `server "svc" {
+  url = "https://mcp.example.com/mcp"
+  oauth {
+    grant       = "client_credentials"
+    client_id   = "svc"
+    private_key = "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n"
+  }
+}
+`, "Use a PEM-encoded EC (P-256, P-384, P-521), RSA or Ed25519 private key"},
+	{"oauth_private_key_and_secret", `server "svc" {
+  url = "https://mcp.example.com/mcp"
+  oauth {
+    grant         = "client_credentials"
+    client_id     = "svc"
+    client_secret = "s"
+    private_key   = "x"
+  }
+}
+`, "sets both private_key and client_secret"},
+	{"oauth_private_key_authorization_code", `server "svc" {
+  url = "https://mcp.example.com/mcp"
+  oauth {
+    client_id   = "svc"
+    private_key = "x"
+  }
+}
+`, "with the authorization_code grant use client_secret"},
+	{"oauth_issuer_invalid", `server "jira" {
+  url = "https://mcp.atlassian.com/v1/sse"
+  oauth {
+    issuer = "mcp.atlassian.com"
+  }
+}
+`, "Invalid issuer"},
+	{"oauth_cross_app_access_incomplete", `server "svc" {
+  url = "https://mcp.example.com/mcp"
+  oauth {
+    grant         = "cross_app_access"
+    client_id     = "svc"
+    client_secret = "s"
+  }
+}
+`, "needs id_token"},
+	{"oauth_id_token_without_cross_app_access", `server "svc" {
+  url = "https://mcp.example.com/mcp"
+  oauth {
+    id_token = "x"
+  }
+}
+`, `applies to grant = "cross_app_access" only`},
 	{"oauth_redirect_port_invalid", `server "linear" {
   url = "https://mcp.linear.app/mcp"
   oauth {

@@ -547,6 +547,24 @@ func (d *decoder) oauth(ro *oauthSchema, r map[string]hcl.Range) *OAuth {
 		o.RedirectPort = v
 		at("redirect_port", ro.RedirectPort)
 	}
+	// private_key_jwt, issuer and cross_app_access.
+	for _, f := range []struct {
+		expr hcl.Expression
+		key  string
+		dst  *string
+	}{
+		{ro.PrivateKey, "private_key", &o.PrivateKey},
+		{ro.Issuer, "issuer", &o.Issuer},
+		{ro.IDToken, "id_token", &o.IDToken},
+		{ro.IdPTokenEndpoint, "idp_token_endpoint", &o.IdPTokenEndpoint},
+		{ro.IdPClientID, "idp_client_id", &o.IdPClientID},
+		{ro.IdPClientSecret, "idp_client_secret", &o.IdPClientSecret},
+	} {
+		if v, ok := d.str(f.expr, f.key); ok {
+			*f.dst = v
+			at(f.key, f.expr)
+		}
+	}
 	return o
 }
 

@@ -139,6 +139,15 @@ type oauthSchema struct {
 	Scopes            hcl.Expression `hcl:"scopes,optional"`
 	RedirectPort      hcl.Expression `hcl:"redirect_port,optional"`
 
+	// private_key_jwt client authentication, an explicit issuer and the
+	// cross_app_access grant (docs/oauth.md).
+	PrivateKey       hcl.Expression `hcl:"private_key,optional"`
+	Issuer           hcl.Expression `hcl:"issuer,optional"`
+	IDToken          hcl.Expression `hcl:"id_token,optional"`
+	IdPTokenEndpoint hcl.Expression `hcl:"idp_token_endpoint,optional"`
+	IdPClientID      hcl.Expression `hcl:"idp_client_id,optional"`
+	IdPClientSecret  hcl.Expression `hcl:"idp_client_secret,optional"`
+
 	DefRange hcl.Range `hcl:",def_range"`
 }
 

@@ -472,25 +472,26 @@ func (k *checker) oauth(s *Server, o *OAuth, name string) {
 	if grant == "" {
 		grant = GrantAuthorizationCode
 	}
-	if grant != GrantAuthorizationCode && grant != GrantClientCredentials {
+	if grant != GrantAuthorizationCode && grant != GrantClientCredentials && grant != GrantCrossAppAccess {
 		k.errorf(k.at(s, "oauth.grant"), "Invalid grant",
-			"grant in the oauth block of %s is %q; use \"authorization_code\" (tokens from `mcpvisor login %s`) or \"client_credentials\" (machine to machine, with client_id and client_secret).", name, o.Grant, s.Name)
+			"grant in the oauth block of %s is %q; use \"authorization_code\" (tokens from `mcpvisor login %s`), \"client_credentials\" (machine to machine, with client_id and client_secret or private_key) or \"cross_app_access\" (an enterprise identity provider's ID token).", name, o.Grant, s.Name)
 		return
 	}
 	if o.ClientSecret != "" && o.ClientID == "" {
 		k.errorf(k.at(s, "oauth.client_secret"), "Client secret without client id",
 			"The oauth block of %s sets client_secret but no client_id. A secret belongs to a client registered ahead of time: set client_id too, or remove client_secret to register a client dynamically at login.", name)
 	}
-	if grant == GrantClientCredentials {
-		if o.ClientID == "" || o.ClientSecret == "" {
+	if grant == GrantClientCredentials || grant == GrantCrossAppAccess {
+		if o.ClientID == "" || (o.ClientSecret == "" && o.PrivateKey == "") {
 			k.errorf(k.at(s, "oauth"), "Missing client credentials",
-				"The client_credentials grant in %s authenticates as a registered confidential client, so the oauth block needs client_id and client_secret, such as client_secret = env(\"LINEAR_CLIENT_SECRET\").", name)
+				"The %s grant in %s authenticates as a registered confidential client, so the oauth block needs client_id and client_secret (such as client_secret = env(\"LINEAR_CLIENT_SECRET\")) or private_key (such as private_key = file(\"client-key.pem\")).", grant, name)
 		}
 		if o.ClientMetadataURL != "" {
-			k.errorf(k.at(s, "oauth.client_metadata_url"), "Client metadata URL with client_credentials",
-				"client_metadata_url in %s applies to the authorization_code grant only; the client_credentials grant uses client_id and client_secret. Remove it.", name)
+			k.errorf(k.at(s, "oauth.client_metadata_url"), "Client metadata URL with "+grant,
+				"client_metadata_url in %s applies to the authorization_code grant only; the %s grant uses client_id and client_secret or private_key. Remove it.", name, grant)
 		}
 	}
+	k.oauthExtensions(s, o, name, grant)
 	if o.ClientMetadataURL != "" {
 		u, err := url.Parse(o.ClientMetadataURL)
 		if err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
@@ -508,6 +509,53 @@ func (k *checker) oauth(s *Server, o *OAuth, name string) {
 		k.errorf(k.at(s, "oauth.redirect_port"), "Invalid redirect_port",
 			"redirect_port in the oauth block of %s is %d; use a port from 1 to 65535, or 0 (the default) for a free one.", name, o.RedirectPort)
 	}
+}
+
+// oauthExtensions checks private_key, issuer and the cross_app_access
+// attributes of an oauth block (docs/oauth.md).
+func (k *checker) oauthExtensions(s *Server, o *OAuth, name, grant string) {
+	if o.PrivateKey != "" {
+		if grant == GrantAuthorizationCode {
+			k.errorf(k.at(s, "oauth.private_key"), "private_key with authorization_code",
+				"private_key in %s authenticates the client_credentials and cross_app_access grants; with the authorization_code grant use client_secret, or remove it.", name)
+		}
+		if o.ClientSecret != "" {
+			k.errorf(k.at(s, "oauth.private_key"), "private_key and client_secret",
+				"The oauth block of %s sets both private_key and client_secret; a client authenticates with one. Remove one of them.", name)
+		}
+		if err := CheckPrivateKey(o.PrivateKey); err != nil {
+			k.errorf(k.at(s, "oauth.private_key"), "Invalid private_key",
+				"private_key in the oauth block of %s: %v. Use a PEM-encoded EC (P-256, P-384, P-521), RSA or Ed25519 private key, such as private_key = file(\"client-key.pem\").", name, err)
+		}
+	}
+	if o.Issuer != "" && !httpURL(o.Issuer) {
+		k.errorf(k.at(s, "oauth.issuer"), "Invalid issuer",
+			"issuer in the oauth block of %s is %q; it is the authorization server's issuer identifier, an http(s) URL such as \"https://auth.example.com\".", name, o.Issuer)
+	}
+	xaa := map[string]string{"id_token": o.IDToken, "idp_token_endpoint": o.IdPTokenEndpoint, "idp_client_id": o.IdPClientID, "idp_client_secret": o.IdPClientSecret}
+	if grant != GrantCrossAppAccess {
+		for _, key := range sortedKeys(xaa) {
+			if xaa[key] != "" {
+				k.errorf(k.at(s, "oauth."+key), key+" without cross_app_access",
+					"%s in the oauth block of %s applies to grant = \"cross_app_access\" only. Set that grant, or remove it.", key, name)
+			}
+		}
+		return
+	}
+	if o.IDToken == "" || o.IdPTokenEndpoint == "" || o.IdPClientID == "" {
+		k.errorf(k.at(s, "oauth"), "Incomplete cross_app_access",
+			"The cross_app_access grant in %s exchanges an ID token at the identity provider, so the oauth block needs id_token (such as id_token = file(\"id-token.jwt\")), idp_token_endpoint and idp_client_id.", name)
+	}
+	if o.IdPTokenEndpoint != "" && !httpURL(o.IdPTokenEndpoint) {
+		k.errorf(k.at(s, "oauth.idp_token_endpoint"), "Invalid idp_token_endpoint",
+			"idp_token_endpoint in the oauth block of %s is %q; use the identity provider's token endpoint, an http(s) URL.", name, o.IdPTokenEndpoint)
+	}
+}
+
+// httpURL reports whether v is an absolute http or https URL with a host.
+func httpURL(v string) bool {
+	u, err := url.Parse(v)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
 // positive reports a duration that is zero or negative.

@@ -18,16 +18,21 @@ import (
 const clientOKLine = "mcpvisor-conformance-client: ok"
 
 // clientSpecVersions are the spec versions whose client scenarios must all
-// be run: `conformance list --client --spec-version V` for each.
-var clientSpecVersions = []string{"2025-03-26", "2025-06-18", "2025-11-25"}
+// be run: `conformance list --client --spec-version V` for each. "extension"
+// holds the client_credentials (secret and private_key_jwt) and
+// cross-app-access scenarios, "draft" those of the next spec.
+var clientSpecVersions = []string{"2025-03-26", "2025-06-18", "2025-11-25", "extension", "draft"}
 
 // clientRuns are the suite invocations of TestClientConformance. The auth
-// suite covers every auth scenario of 2025-06-18 and 2025-11-25 and the
-// backcompat suite the two of 2025-03-26; the suite runs a suite's
+// suite covers every auth scenario of 2025-06-18 and 2025-11-25, the
+// backcompat suite the two of 2025-03-26, and the extensions and draft
+// suites those of the "extension" and "draft" versions; the suite runs a suite's
 // scenarios in parallel and one --scenario at a time.
 var clientRuns = [][]string{
 	{"--suite", "auth"},
 	{"--suite", "backcompat"},
+	{"--suite", "extensions"},
+	{"--suite", "draft"},
 	{"--scenario", "initialize"},
 	{"--scenario", "tools_call"},
 	{"--scenario", "sse-retry"},
@@ -53,12 +58,11 @@ var expectedClient = map[string]clientExpectation{
 		"authorized request however many scopes are granted; the check is that the client gives up after at " +
 		"most three authorizations (mcpvisor's login makes one and reports that the server refused its tokens), " +
 		"so the client's failure is the expected end (the scenario sets allowClientError)"},
-	"auth/2025-03-26-oauth-metadata-backcompat": {failed, false, "the scenario serves authorization server " +
-		"metadata at the root's /.well-known/oauth-authorization-server naming issuer <root>/oauth; RFC 8414 " +
-		"§3.3 says such metadata MUST NOT be used (the issuer must equal the URL it was fetched for), and the " +
-		"go-sdk's auth.GetAuthServerMetadata, which mcpvisor's login is built on, rejects it: \"metadata issuer " +
-		"… does not match issuer URL\". The go-sdk's own conformance client fails it the same way against " +
-		"suite 0.1.16. Accepting it would mean discovery by hand without the mix-up protection."},
+	"auth/resource-mismatch": {passed, false, "the scenario's protected resource metadata names another resource " +
+		"(https://evil.example.com/mcp); the check is that the client makes no authorization request for it. The " +
+		"go-sdk's discovery, which mcpvisor's login is built on, refuses that metadata and falls back to the " +
+		"server's root as its authorization server, where registration fails, so the login fails before any " +
+		"authorization request (the scenario sets allowClientError)"},
 }
 
 // notRunClient are client scenarios of clientSpecVersions that do not test

@@ -1,7 +1,9 @@
 package oauth_test
 
 import (
+	"cmp"
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -44,6 +47,22 @@ type protectedServer struct {
 	refuseTokens bool // the MCP endpoint refuses every token
 	refuseCodes  bool // the token endpoint answers 400 to every authorization code
 	htmlRegister bool // registration answers with an HTML error page
+
+	// issuer, when set, is the issuer the metadata names instead of the
+	// server's own URL (the 2025-03-26 layout some servers keep).
+	issuer string
+	// jwtClients are the clients that authenticate with private_key_jwt:
+	// client id → public key. jtis are the assertion ids seen (a replay
+	// is refused), assertions the claims of every accepted assertion.
+	jwtClients map[string]crypto.PublicKey
+	jtis       map[string]bool
+	assertions []jwt.RegisteredClaims
+	// idpKey verifies the ID-JAGs of the jwt-bearer grant; idpIssuer is
+	// their issuer.
+	idpKey    crypto.PublicKey
+	idpIssuer string
+	// refusals are why client authentication or a grant was refused.
+	refusals []string
 }
 
 type codeGrant struct {
@@ -56,6 +75,7 @@ func newProtectedServer(t *testing.T, lifetime time.Duration) *protectedServer {
 		clients: map[string]string{"cc-client": "cc-secret"},
 		codes:   map[string]codeGrant{}, access: map[string]time.Time{}, refresh: map[string]bool{},
 		counts: map[string]int{}, resource: map[string]int{}, resourceByGrant: map[string]int{},
+		jwtClients: map[string]crypto.PublicKey{}, jtis: map[string]bool{},
 	}
 	mux := http.NewServeMux()
 	p.srv = httptest.NewServer(mux)
@@ -86,16 +106,21 @@ func newProtectedServer(t *testing.T, lifetime time.Duration) *protectedServer {
 		ScopesSupported:      []string{"tools"},
 	}))
 	mux.HandleFunc("/.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		issuer := cmp.Or(p.issuer, base)
+		p.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{
-			"issuer":                                base,
-			"authorization_endpoint":                base + "/authorize",
-			"token_endpoint":                        base + "/token",
-			"registration_endpoint":                 base + "/register",
-			"response_types_supported":              []string{"code"},
-			"grant_types_supported":                 []string{"authorization_code", "refresh_token", "client_credentials"},
-			"code_challenge_methods_supported":      []string{"S256"},
-			"token_endpoint_auth_methods_supported": []string{"none", "client_secret_post"},
-			"scopes_supported":                      []string{"tools", "offline_access"},
+			"issuer":                                           issuer,
+			"authorization_endpoint":                           base + "/authorize",
+			"token_endpoint":                                   base + "/token",
+			"registration_endpoint":                            base + "/register",
+			"response_types_supported":                         []string{"code"},
+			"grant_types_supported":                            []string{"authorization_code", "refresh_token", "client_credentials", grantJWTBearer},
+			"code_challenge_methods_supported":                 []string{"S256"},
+			"token_endpoint_auth_methods_supported":            []string{"none", "client_secret_post", "private_key_jwt"},
+			"token_endpoint_auth_signing_alg_values_supported": []string{"ES256", "RS256", "EdDSA"},
+			"authorization_response_iss_parameter_supported":   true,
+			"scopes_supported":                                 []string{"tools", "offline_access"},
 		})
 	})
 	mux.HandleFunc("/register", p.register)
@@ -170,6 +195,9 @@ func (p *protectedServer) authorize(w http.ResponseWriter, r *http.Request) {
 	rq := redirect.Query()
 	rq.Set("code", code)
 	rq.Set("state", q.Get("state"))
+	p.mu.Lock()
+	rq.Set("iss", cmp.Or(p.issuer, p.srv.URL)) // RFC 9207
+	p.mu.Unlock()
 	redirect.RawQuery = rq.Encode()
 	http.Redirect(w, r, redirect.String(), http.StatusFound)
 }
@@ -186,8 +214,13 @@ func (p *protectedServer) token(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	want, known := p.clients[clientID]
-	if !known || want != secret {
+	if f.Has("client_assertion") {
+		if err := p.verifyClientAssertion(clientID, f); err != nil {
+			p.refusals = append(p.refusals, err.Error())
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
+			return
+		}
+	} else if want, known := p.clients[clientID]; !known || want != secret {
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
 		return
 	}
@@ -219,6 +252,13 @@ func (p *protectedServer) token(w http.ResponseWriter, r *http.Request) {
 		delete(p.refresh, rt) // rotation: a refresh token works once
 	case "client_credentials":
 		withRefresh = false
+	case grantJWTBearer:
+		if err := p.verifyIDJAG(clientID, f.Get("assertion")); err != nil {
+			p.refusals = append(p.refusals, err.Error())
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_grant"})
+			return
+		}
+		withRefresh = false
 	default:
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "unsupported_grant_type"})
 		return
@@ -238,6 +278,55 @@ func (p *protectedServer) token(w http.ResponseWriter, r *http.Request) {
 		body["refresh_token"] = rt
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// grantJWTBearer is RFC 7523's grant type.
+const grantJWTBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+// verifyClientAssertion checks a private_key_jwt client assertion (RFC 7523
+// §3): signed by the client's key, iss and sub the client, aud this
+// authorization server's issuer, an expiry, and a jti not seen before.
+func (p *protectedServer) verifyClientAssertion(clientID string, f url.Values) error {
+	if f.Get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
+		return fmt.Errorf("client_assertion_type is %q", f.Get("client_assertion_type"))
+	}
+	key, ok := p.jwtClients[clientID]
+	if !ok {
+		return fmt.Errorf("client %q has no registered key", clientID)
+	}
+	var claims jwt.RegisteredClaims
+	_, err := jwt.ParseWithClaims(f.Get("client_assertion"), &claims, func(*jwt.Token) (any, error) { return key, nil },
+		jwt.WithValidMethods([]string{"ES256", "RS256", "EdDSA"}), jwt.WithAudience(cmp.Or(p.issuer, p.srv.URL)),
+		jwt.WithIssuer(clientID), jwt.WithSubject(clientID), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
+	if err != nil {
+		return fmt.Errorf("client assertion: %v", err)
+	}
+	if claims.ID == "" || p.jtis[claims.ID] {
+		return fmt.Errorf("client assertion jti %q is missing or replayed", claims.ID)
+	}
+	p.jtis[claims.ID] = true
+	p.assertions = append(p.assertions, claims)
+	return nil
+}
+
+// verifyIDJAG checks an ID-JAG presented as a JWT bearer grant: signed by
+// the identity provider, typ oauth-id-jag+jwt, aud this authorization
+// server, for this resource and the authenticated client.
+func (p *protectedServer) verifyIDJAG(clientID, assertion string) error {
+	claims := jwt.MapClaims{}
+	tok, err := jwt.ParseWithClaims(assertion, claims, func(*jwt.Token) (any, error) { return p.idpKey, nil },
+		jwt.WithValidMethods([]string{"ES256"}), jwt.WithAudience(p.srv.URL), jwt.WithIssuer(p.idpIssuer),
+		jwt.WithExpirationRequired())
+	if err != nil {
+		return fmt.Errorf("ID-JAG: %v", err)
+	}
+	if tok.Header["typ"] != "oauth-id-jag+jwt" {
+		return fmt.Errorf("ID-JAG typ is %v", tok.Header["typ"])
+	}
+	if claims["resource"] != p.URL() || claims["client_id"] != clientID {
+		return fmt.Errorf("ID-JAG for resource %v and client %v, not %s and %s", claims["resource"], claims["client_id"], p.URL(), clientID)
+	}
+	return nil
 }
 
 // registerErrorPage is what a proxy in front of an authorization server

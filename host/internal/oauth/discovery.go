@@ -170,10 +170,3 @@ func authStyle(supported []string) oauth2.AuthStyle {
 	}
 	return oauth2.AuthStyleAutoDetect
 }
-
-func resourceParam(resource string) url.Values {
-	if resource == "" {
-		return nil
-	}
-	return url.Values{"resource": {resource}}
-}

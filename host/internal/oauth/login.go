@@ -50,12 +50,20 @@ func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, 
 	if srv.OAuth == nil {
 		return "", fmt.Errorf("server %q has no oauth block; add oauth { } to log in to it", srv.Name)
 	}
-	if srv.OAuth.Grant == config.GrantClientCredentials {
-		return "", fmt.Errorf("server %q uses the client_credentials grant: the host gets its tokens itself, no login needed", srv.Name)
+	if !srv.OAuth.Interactive() {
+		return "", fmt.Errorf("server %q uses the %s grant: the host gets its tokens itself, no login needed", srv.Name, srv.OAuth.Grant)
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = http.DefaultClient
+	}
+	// presented is the issuer the go-sdk saw in place of the block's
+	// issuer: an authorization response's iss (RFC 9207) naming the
+	// block's issuer stands for it too.
+	presented := func() string { return "" }
+	if srv.OAuth.Issuer != "" {
+		hc = withIssuer(hc, srv.OAuth.Issuer) // grants.go
+		presented = hc.Transport.(*issuerTransport).presented
 	}
 	hc = withSummarisedErrors(hc) // loginonce.go
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.OAuth.RedirectPort)))
@@ -95,6 +103,9 @@ func Login(ctx context.Context, srv *config.Server, opts LoginOptions) (string, 
 		}
 		select {
 		case r := <-results:
+			if p := presented(); p != "" && r.Iss != "" && strings.TrimSuffix(r.Iss, "/") == strings.TrimSuffix(srv.OAuth.Issuer, "/") {
+				r.Iss = p
+			}
 			return r, nil
 		case err := <-failures:
 			return nil, err

@@ -56,7 +56,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
@@ -102,8 +101,8 @@ type Source struct {
 	// HasNewLogin waits for the store to hold a different one.
 	loginFailed *string
 
-	// client credentials: the grant's config once discovered.
-	cc *clientcredentials.Config
+	// client_credentials and cross_app_access: what Discover found.
+	disc *Discovery
 }
 
 // NewSource returns a Source for srv, which must have an oauth block.
@@ -114,6 +113,9 @@ func NewSource(cfg SourceConfig) *Source {
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = http.DefaultClient
+	}
+	if cfg.Server.OAuth.Issuer != "" {
+		cfg.HTTPClient = withIssuer(cfg.HTTPClient, cfg.Server.OAuth.Issuer) // grants.go
 	}
 	return &Source{cfg: cfg, key: KeyFor(cfg.Server), logger: logger.Named("oauth")}
 }
@@ -145,7 +147,7 @@ func (s *Source) Token(ctx context.Context) (string, error) {
 	if s.rec != nil && s.usable(s.rec) {
 		return s.rec.Token.AccessToken, nil
 	}
-	if s.cfg.Server.OAuth.Grant == config.GrantClientCredentials {
+	if !s.cfg.Server.OAuth.Interactive() {
 		return s.clientCredentials(ctx)
 	}
 	if rec, err := s.newerStored(); err != nil {
@@ -369,41 +371,44 @@ func (t *tokenParamTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	return t.base.RoundTrip(req)
 }
 
-// clientCredentials gets a token with the client's own credentials,
-// discovering the token endpoint the first time.
+// clientCredentials gets a token with the block's non-interactive grant
+// (client_credentials or cross_app_access, grants.go), discovering the
+// authorization server the first time.
 func (s *Source) clientCredentials(ctx context.Context) (string, error) {
 	o := s.cfg.Server.OAuth
-	if s.cc == nil {
+	if s.disc == nil {
 		d, err := Discover(ctx, s.cfg.HTTPClient, s.cfg.Server)
 		if err != nil {
 			return "", err
 		}
-		scopes := d.Scopes
-		if len(scopes) == 0 {
-			scopes = o.Scopes
-		}
-		s.cc = &clientcredentials.Config{
-			ClientID:       o.ClientID,
-			ClientSecret:   o.ClientSecret,
-			TokenURL:       d.Auth.TokenEndpoint,
-			Scopes:         scopes,
-			AuthStyle:      authStyle(d.Auth.TokenEndpointAuthMethodsSupported),
-			EndpointParams: resourceParam(d.Resource),
-		}
+		s.disc = d
 	}
-	tok, err := s.cc.Token(context.WithValue(ctx, oauth2.HTTPClient, s.cfg.HTTPClient))
+	d := s.disc
+	scopes := d.Scopes
+	if len(scopes) == 0 {
+		scopes = o.Scopes
+	}
+	tok, err := s.grantToken(ctx, d, scopes)
 	if err != nil {
 		// The endpoint may have moved: discover again next time.
-		s.cc = nil
+		s.disc = nil
 		var re *oauth2.RetrieveError
-		if errors.As(err, &re) {
-			return "", fmt.Errorf("%w: the authorization server refused the client credentials of server %q (%s); check client_id and client_secret in its oauth block",
-				recovery.ErrUnauthorized, s.cfg.Server.Name, describeTokenError(re))
+		var ie *idpError
+		switch {
+		case errors.As(err, &ie):
+			return "", err
+		case errors.As(err, &re):
+			what := "client_id and client_secret"
+			if o.PrivateKey != "" {
+				what = "client_id and private_key (and that the server knows its public key)"
+			}
+			return "", fmt.Errorf("%w: the authorization server refused the %s grant of server %q (%s); check %s in its oauth block",
+				recovery.ErrUnauthorized, o.Grant, s.cfg.Server.Name, describeTokenError(re), what)
 		}
-		return "", fmt.Errorf("getting an access token with client credentials: %s", describeError(err))
+		return "", fmt.Errorf("getting an access token with the %s grant: %s", o.Grant, describeError(err))
 	}
-	s.rec = &Record{ClientID: o.ClientID, TokenURL: s.cc.TokenURL, Token: tok, ObtainedAt: time.Now()}
-	s.logger.Debug("access token obtained with client credentials", "expires_in", time.Until(tok.Expiry).Round(time.Millisecond))
+	s.rec = &Record{ClientID: o.ClientID, TokenURL: d.Auth.TokenEndpoint, Token: tok, ObtainedAt: time.Now()}
+	s.logger.Debug("access token obtained", "grant", o.Grant, "expires_in", time.Until(tok.Expiry).Round(time.Millisecond))
 	return tok.AccessToken, nil
 }
 

@@ -114,7 +114,7 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 		if d.budget == nil {
 			d.budget = NewResultBudget(0)
 		}
-		if tokens != nil && srv.OAuth.Grant != config.GrantClientCredentials {
+		if tokens != nil && srv.OAuth.Interactive() {
 			return &loginDialer{httpDialer: d, tokens: tokens}, nil
 		}
 		return d, nil

@@ -6,7 +6,10 @@
 //
 // It does what a user of mcpvisor does, with no shortcut: writes a config
 // with one server block for the URL (with an oauth block for the auth/
-// scenarios), loads it with the config package, logs in with host.Login
+// scenarios, made of what MCP_CONFORMANCE_CONTEXT gives: a pre-registered
+// client, a private key in a file, an identity provider's ID token), loads
+// it with the config package, logs in with host.Login where the grant needs
+// a login
 // (an HTTP client stands in for the browser of a logged-in user: it
 // follows the authorization URL's redirects to the loopback listener),
 // starts a host.Host, waits for the server to settle and calls every tool
@@ -23,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,6 +68,29 @@ const (
 type scenarioContext struct {
 	ClientID     string `json:"client_id"`
 	ClientSecret string `json:"client_secret"`
+	// auth/client-credentials-jwt: the client's private key.
+	PrivateKeyPEM string `json:"private_key_pem"`
+	// auth/cross-app-access-complete-flow: the enterprise identity
+	// provider and the user's ID token.
+	IdPClientID      string `json:"idp_client_id"`
+	IdPIDToken       string `json:"idp_id_token"`
+	IdPTokenEndpoint string `json:"idp_token_endpoint"`
+}
+
+// machineScenarios are the auth scenarios of grants the host runs itself,
+// without a login, and their grant.
+var machineScenarios = map[string]string{
+	"auth/client-credentials-basic":       "client_credentials",
+	"auth/client-credentials-jwt":         "client_credentials",
+	"auth/cross-app-access-complete-flow": "cross_app_access",
+}
+
+// scenarioIssuers are the auth scenarios whose authorization server metadata
+// names an issuer other than the URL it is served at, and that issuer's path
+// below the server's root: the config names it, as a user of such a server
+// does.
+var scenarioIssuers = map[string]string{
+	"auth/2025-03-26-oauth-metadata-backcompat": "/oauth",
 }
 
 func main() {
@@ -71,7 +98,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: client SERVER_URL (run by `conformance client --command`)")
 		os.Exit(2)
 	}
-	url := os.Args[len(os.Args)-1]
+	serverURL := os.Args[len(os.Args)-1]
 	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
 	var sc scenarioContext
 	if c := os.Getenv("MCP_CONFORMANCE_CONTEXT"); c != "" {
@@ -81,7 +108,7 @@ func main() {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	err := run(ctx, url, scenario, sc)
+	err := run(ctx, serverURL, scenario, sc)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mcpvisor-conformance-client: %v\n", err)
@@ -90,7 +117,7 @@ func main() {
 	fmt.Println(OKLine)
 }
 
-func run(ctx context.Context, url, scenario string, sc scenarioContext) error {
+func run(ctx context.Context, serverURL, scenario string, sc scenarioContext) error {
 	dir, err := os.MkdirTemp("", "mcpvisor-conformance-client-")
 	if err != nil {
 		return err
@@ -99,7 +126,13 @@ func run(ctx context.Context, url, scenario string, sc scenarioContext) error {
 
 	withOAuth := strings.HasPrefix(scenario, "auth/")
 	cfgPath := filepath.Join(dir, "mcpvisor.hcl")
-	if err := os.WriteFile(cfgPath, []byte(configText(url, withOAuth, sc)), 0o600); err != nil {
+	if sc.PrivateKeyPEM != "" {
+		// As a user would keep it: a file the config reads.
+		if err := os.WriteFile(filepath.Join(dir, "client-key.pem"), []byte(sc.PrivateKeyPEM), 0o600); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(cfgPath, []byte(configText(serverURL, scenario, sc)), 0o600); err != nil {
 		return err
 	}
 	cfg, err := config.Load(cfgPath)
@@ -122,7 +155,7 @@ func run(ctx context.Context, url, scenario string, sc scenarioContext) error {
 		logger.Info("logged in", "attempt", logins, "token_file", file)
 		return nil
 	}
-	if withOAuth {
+	if _, machine := machineScenarios[scenario]; withOAuth && !machine {
 		if err := login(); err != nil {
 			return err
 		}
@@ -171,19 +204,36 @@ func run(ctx context.Context, url, scenario string, sc scenarioContext) error {
 	return nil
 }
 
-// configText is the one-server config for url.
-func configText(url string, withOAuth bool, sc scenarioContext) string {
+// configText is the one-server config for url in scenario.
+func configText(serverURL, scenario string, sc scenarioContext) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "server %q {\n  url    = %s\n  prefix = \"\"\n", serverName, strconv.Quote(url))
-	if withOAuth {
+	fmt.Fprintf(&b, "server %q {\n  url    = %s\n  prefix = \"\"\n", serverName, strconv.Quote(serverURL))
+	if strings.HasPrefix(scenario, "auth/") {
 		b.WriteString("  oauth {\n")
+		if grant := machineScenarios[scenario]; grant != "" {
+			fmt.Fprintf(&b, "    grant = %q\n", grant)
+		}
 		if sc.ClientID != "" {
 			fmt.Fprintf(&b, "    client_id = %s\n", strconv.Quote(sc.ClientID))
 			if sc.ClientSecret != "" {
 				fmt.Fprintf(&b, "    client_secret = %s\n", strconv.Quote(sc.ClientSecret))
 			}
+			if sc.PrivateKeyPEM != "" {
+				b.WriteString("    private_key = file(\"client-key.pem\")\n")
+			}
 		} else {
 			fmt.Fprintf(&b, "    client_metadata_url = %s\n", strconv.Quote(clientMetadataURL))
+		}
+		if sc.IdPIDToken != "" {
+			fmt.Fprintf(&b, "    id_token = %s\n", strconv.Quote(sc.IdPIDToken))
+			fmt.Fprintf(&b, "    idp_token_endpoint = %s\n", strconv.Quote(sc.IdPTokenEndpoint))
+			fmt.Fprintf(&b, "    idp_client_id = %s\n", strconv.Quote(sc.IdPClientID))
+		}
+		if p, ok := scenarioIssuers[scenario]; ok {
+			u, err := url.Parse(serverURL)
+			if err == nil {
+				fmt.Fprintf(&b, "    issuer = %s\n", strconv.Quote(u.Scheme+"://"+u.Host+p))
+			}
 		}
 		b.WriteString("  }\n")
 	}
