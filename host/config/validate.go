@@ -229,7 +229,7 @@ func (k *checker) host(h *Host) {
 			"listen in the host block is %q: %s. Write host:port, such as \"127.0.0.1:8811\".", h.Listen, err)
 		return
 	}
-	if !loopback && h.BearerToken == "" {
+	if !loopback && h.BearerToken == "" && h.OIDC == nil {
 		k.errorf(k.hostAt("listen"), "Non-loopback listen address without a bearer token",
 			"listen in the host block is %q, which accepts connections from other machines, and anyone who reaches it could call every tool of every server. Add auth { bearer_token = env(\"MCPVISOR_TOKEN\") } to the host block so that clients must send \"Authorization: Bearer <token>\", or listen on a loopback address such as \"127.0.0.1:8811\".", h.Listen)
 	}
