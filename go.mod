@@ -31,6 +31,7 @@ require (
 
 require (
 	github.com/coreos/go-oidc/v3 v3.21.0 // indirect
+	github.com/go-jose/go-jose/v4 v4.1.9 // indirect
 	github.com/zitadel/oidc/v3 v3.52.0 // indirect
 )
 
