@@ -58,3 +58,8 @@ func FromContext(ctx context.Context) *Subject {
 	s, _ := ctx.Value(contextKey{}).(*Subject)
 	return s
 }
+
+// TokenInfoKey is the key of the Subject in the Extra of the go-sdk's
+// auth.TokenInfo, which carries it from the HTTP ingress to the request
+// handlers the go-sdk calls.
+const TokenInfoKey = "mcpvisor.subject"
