@@ -41,10 +41,14 @@ const (
 	// a new token tries again; tokens in between get ErrProviderUnavailable.
 	discoveryRetry = 10 * time.Second
 	// keyFetchInterval and keyFetchBurst bound the provider fetches that
-	// tokens can cause: without it, every token with an unknown key id
-	// would make the host fetch the key set once.
-	keyFetchInterval = 10 * time.Second
-	keyFetchBurst    = 3
+	// tokens can cause: go-oidc fetches the key set again for every token
+	// whose signature its cached keys do not verify (an unknown key id,
+	// or a forged signature), so without a bound each such request of
+	// an unauthenticated client would become a request to the provider.
+	// One a second is nothing to a provider, and a token signed with a
+	// newly rotated key waits at most that long.
+	keyFetchInterval = time.Second
+	keyFetchBurst    = 10
 )
 
 // Errors of OIDC.Verify. The ingress turns them into the answers of
@@ -203,7 +207,7 @@ type providerTransport struct {
 
 func (t *providerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.limiter.Allow() {
-		return nil, fmt.Errorf("not fetching %s: the provider was asked %d times in the last %s (tokens with unknown key ids?)",
+		return nil, fmt.Errorf("not fetching %s: more than %d fetches in %s (tokens with unknown keys or forged signatures?); retry in a moment",
 			req.URL.Redacted(), keyFetchBurst, keyFetchInterval*keyFetchBurst)
 	}
 	resp, err := t.next.RoundTrip(req)

@@ -1,0 +1,512 @@
+package hardening_test
+
+// mcpvisor's HTTP endpoint as an OAuth protected resource (docs/auth.md):
+// a real OpenID provider (zitadel's op package, with its example storage)
+// runs in the test process on loopback and issues JWT access tokens
+// through its real token endpoint; mcpvisor, the real binary, discovers
+// it and verifies them.
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/auth/extauth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/zitadel/oidc/v3/example/server/storage"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
+
+// The clients of the test provider, all with the client credentials
+// grant and JWT access tokens; the id says what is odd about the tokens.
+const (
+	opSecret         = "test-secret"
+	clientGood       = "svc-good"
+	clientExpired    = "svc-expired"   // tokens expired when issued
+	clientOtherAudie = "svc-other-aud" // tokens for another resource
+	otherAudience    = "https://elsewhere.example/mcp"
+)
+
+// testProvider is the example storage with what the test needs on top:
+// client credentials clients issuing JWTs with an audience, an email and
+// groups, and a signing key that rotates on demand.
+type testProvider struct {
+	*storage.Storage
+	issuer   string
+	audience string
+
+	mu   sync.Mutex
+	keys []*rsaKey // keys[0] signs; all are published
+}
+
+type rsaKey struct {
+	id  string
+	key *rsa.PrivateKey
+}
+
+func (k *rsaKey) SignatureAlgorithm() jose.SignatureAlgorithm { return jose.RS256 }
+func (k *rsaKey) Algorithm() jose.SignatureAlgorithm          { return jose.RS256 }
+func (k *rsaKey) ID() string                                  { return k.id }
+func (k *rsaKey) Use() string                                 { return "sig" }
+
+// publicKey is k as the key set publishes it.
+type publicKey struct{ *rsaKey }
+
+func (k publicKey) Key() any { return &k.key.PublicKey }
+
+// Key is the private key, for signing.
+func (k *rsaKey) Key() any { return k.key }
+
+func newRSAKey(t *testing.T, id string) *rsaKey {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rsaKey{id: id, key: k}
+}
+
+// rotate makes a new key the signing key; the old one stays published.
+func (p *testProvider) rotate(t *testing.T) {
+	k := newRSAKey(t, fmt.Sprintf("key-%d", time.Now().UnixNano()))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keys = append([]*rsaKey{k}, p.keys...)
+}
+
+func (p *testProvider) SigningKey(context.Context) (op.SigningKey, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keys[0], nil
+}
+
+func (p *testProvider) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorithm, error) {
+	return []jose.SignatureAlgorithm{jose.RS256}, nil
+}
+
+func (p *testProvider) KeySet(context.Context) ([]op.Key, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []op.Key
+	for _, k := range p.keys {
+		out = append(out, publicKey{k})
+	}
+	return out, nil
+}
+
+func (p *testProvider) ClientCredentials(_ context.Context, id, secret string) (op.Client, error) {
+	if secret != opSecret || !slices.Contains([]string{clientGood, clientExpired, clientOtherAudie}, id) {
+		return nil, fmt.Errorf("wrong client or secret")
+	}
+	return &ccClient{id: id}, nil
+}
+
+func (p *testProvider) ClientCredentialsTokenRequest(_ context.Context, id string, scopes []string) (op.TokenRequest, error) {
+	aud := p.audience
+	if id == clientOtherAudie {
+		aud = otherAudience
+	}
+	return &oidc.JWTTokenRequest{Subject: "user-" + id, Audience: []string{aud}, Scopes: scopes}, nil
+}
+
+func (p *testProvider) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
+	id, exp, err := p.Storage.CreateAccessToken(ctx, req)
+	if req.GetSubject() == "user-"+clientExpired {
+		exp = time.Now().Add(-time.Hour)
+	}
+	return id, exp, err
+}
+
+func (p *testProvider) GetPrivateClaimsFromScopes(_ context.Context, userID, _ string, scopes []string) (map[string]any, error) {
+	return map[string]any{
+		"email":  userID + "@example.com",
+		"groups": []string{"engineering", "oncall"},
+		"scope":  strings.Join(scopes, " "),
+	}, nil
+}
+
+// ccClient is a confidential client with the client credentials grant
+// and JWT access tokens.
+type ccClient struct{ id string }
+
+func (c *ccClient) GetID() string                        { return c.id }
+func (c *ccClient) RedirectURIs() []string               { return nil }
+func (c *ccClient) PostLogoutRedirectURIs() []string     { return nil }
+func (c *ccClient) ApplicationType() op.ApplicationType  { return op.ApplicationTypeWeb }
+func (c *ccClient) AuthMethod() oidc.AuthMethod          { return oidc.AuthMethodBasic }
+func (c *ccClient) ResponseTypes() []oidc.ResponseType   { return nil }
+func (c *ccClient) LoginURL(string) string               { return "" }
+func (c *ccClient) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeJWT }
+func (c *ccClient) IDTokenLifetime() time.Duration       { return time.Hour }
+func (c *ccClient) DevMode() bool                        { return true }
+func (c *ccClient) IsScopeAllowed(string) bool           { return true }
+func (c *ccClient) IDTokenUserinfoClaimsAssertion() bool { return false }
+func (c *ccClient) ClockSkew() time.Duration             { return 0 }
+func (c *ccClient) GrantTypes() []oidc.GrantType {
+	return []oidc.GrantType{oidc.GrantTypeClientCredentials}
+}
+func (c *ccClient) RestrictAdditionalIdTokenScopes() func([]string) []string {
+	return func(s []string) []string { return s }
+}
+func (c *ccClient) RestrictAdditionalAccessTokenScopes() func([]string) []string {
+	return func(s []string) []string { return s }
+}
+
+// startProvider runs an OpenID provider on a loopback port, issuing
+// tokens for audience, until the test ends.
+func startProvider(t *testing.T, audience string) *testProvider {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := "http://" + ln.Addr().String()
+	p := &testProvider{
+		Storage:  storage.NewStorage(storage.NewUserStore(issuer)),
+		issuer:   issuer,
+		audience: audience,
+		keys:     []*rsaKey{newRSAKey(t, "key-first")},
+	}
+	provider, err := op.NewProvider(&op.Config{
+		CryptoKey:      sha256.Sum256([]byte("test")),
+		CryptoKeyId:    "enc",
+		CodeMethodS256: true,
+		AuthMethodPost: true,
+		DeviceAuthorization: op.DeviceAuthorizationConfig{
+			Lifetime: time.Minute, PollInterval: time.Second, UserFormPath: "/device", UserCode: op.UserCodeBase20,
+		},
+	}, p, op.StaticIssuer(issuer), op.WithAllowInsecure())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: provider}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return p
+}
+
+// token gets an access token for client from the provider's token
+// endpoint (client credentials grant), with scopes.
+func (p *testProvider) token(t *testing.T, client string, scopes ...string) string {
+	t.Helper()
+	form := url.Values{"grant_type": {"client_credentials"}}
+	if len(scopes) > 0 {
+		form.Set("scope", strings.Join(scopes, " "))
+	}
+	req, _ := http.NewRequest(http.MethodPost, p.issuer+"/oauth/token", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(client, opSecret)
+	resp, err := newHTTPClient(t, 10*time.Second).Do(req)
+	if err != nil {
+		t.Fatalf("token request: %v", err)
+	}
+	defer resp.Body.Close()
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &tok) != nil || tok.AccessToken == "" {
+		t.Fatalf("token request for %s: %s %s", client, resp.Status, body)
+	}
+	return tok.AccessToken
+}
+
+// oidcHost is the host block's auth for issuer, the audience being
+// mcpvisor's own /mcp URL.
+func oidcHost(issuer, extra string) string {
+	return fmt.Sprintf("  auth {\n    oidc {\n      issuer = %s\n      audience = \"http://@ADDR@/mcp\"\n%s    }\n  }\n", hclString(issuer), extra)
+}
+
+// startOIDCMcpvisor starts an OpenID provider and mcpvisor (echo server,
+// audit log) trusting it, with extra lines in the oidc block.
+func startOIDCMcpvisor(t *testing.T, oidcExtra, hostExtra string) (*testProvider, *mcpvisor, string) {
+	t.Helper()
+	// The audience names mcpvisor's address, known only once it starts:
+	// the provider reads it back from mcpvisor below.
+	p := startProvider(t, "")
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	mv := startMcpvisorWith(t, oidcHost(p.issuer, oidcExtra)+hostExtra+fmt.Sprintf("  audit {\n    path = %s\n  }\n", hclString(auditPath)), echoBlock())
+	p.audience = "http://" + mv.addr + "/mcp"
+	return p, mv, auditPath
+}
+
+// mcpPost sends one initialize request to /mcp with authorization (if
+// not empty) and returns the response.
+func mcpPost(t *testing.T, mv *mcpvisor, authorization string) (*http.Response, string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + sessionProtocol + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, "http://"+mv.addr+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := newHTTPClient(t, 30*time.Second).Do(req)
+	if err != nil {
+		t.Fatalf("POST /mcp: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp, string(b)
+}
+
+// challenge parses the WWW-Authenticate of resp with the go-sdk's parser
+// (what a client reads) and returns the Bearer challenge's parameters.
+func challenge(t *testing.T, resp *http.Response) map[string]string {
+	t.Helper()
+	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if err != nil {
+		t.Fatalf("WWW-Authenticate %q: %v", resp.Header.Values("WWW-Authenticate"), err)
+	}
+	for _, c := range cs {
+		if strings.EqualFold(c.Scheme, "bearer") {
+			return c.Params
+		}
+	}
+	t.Fatalf("no Bearer challenge in WWW-Authenticate %q", resp.Header.Values("WWW-Authenticate"))
+	return nil
+}
+
+// connectWithToken opens a go-sdk client session to mcpvisor sending
+// token.
+func connectWithToken(t *testing.T, mv *mcpvisor, token string) (*mcp.ClientSession, error) {
+	t.Helper()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	client := mcp.NewClient(&mcp.Implementation{Name: "oidc-test", Version: "7.1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   "http://" + mv.addr + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token, next: tr}},
+		MaxRetries: -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol})
+	if err == nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return cs, err
+}
+
+type bearerTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// callEcho calls the echo tool and fails the test unless it answers.
+func callEcho(t *testing.T, cs *mcp.ClientSession, text string) {
+	t.Helper()
+	waitTool(t, cs, "echo__echo")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__echo", Arguments: map[string]any{"text": text}})
+	if err != nil || res.IsError {
+		t.Fatalf("calling echo with a valid token: %v %+v", err, res)
+	}
+}
+
+// tamper changes the token's payload (its subject) and keeps its
+// signature: the signature no longer matches.
+func tamper(t *testing.T, token string) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWS compact token: %d parts", len(parts))
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	claims["sub"] = "admin"
+	b, _ := json.Marshal(claims)
+	parts[1] = base64.RawURLEncoding.EncodeToString(b)
+	return strings.Join(parts, ".")
+}
+
+// TestOIDCProtectedResource: tokens of the configured provider open
+// sessions and call tools; every way a token can be wrong gets 401 with
+// a challenge naming the resource metadata and error="invalid_token";
+// the metadata names the provider; a key rotation at the provider needs
+// no restart; the audit log names the subject and the client, never the
+// token.
+func TestOIDCProtectedResource(t *testing.T) {
+	p, mv, auditPath := startOIDCMcpvisor(t, "", "")
+	metadataURL := "http://" + mv.addr + "/.well-known/oauth-protected-resource/mcp"
+
+	// The protected resource metadata, at both well-known paths.
+	for _, path := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"} {
+		resp, err := newHTTPClient(t, 10*time.Second).Get("http://" + mv.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md oauthex.ProtectedResourceMetadata
+		err = json.NewDecoder(resp.Body).Decode(&md)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil {
+			t.Fatalf("GET %s: %s %v", path, resp.Status, err)
+		}
+		if md.Resource != p.audience || !slices.Equal(md.AuthorizationServers, []string{p.issuer}) {
+			t.Errorf("GET %s: resource %q, authorization servers %v; want %q and [%s]", path, md.Resource, md.AuthorizationServers, p.audience, p.issuer)
+		}
+	}
+
+	// No token: 401 naming the metadata, without an error code.
+	resp, body := mcpPost(t, mv, "")
+	if ch := challenge(t, resp); resp.StatusCode != http.StatusUnauthorized || ch["resource_metadata"] != metadataURL || ch["error"] != "" {
+		t.Errorf("no token: %s, challenge %v, body %q; want 401 with resource_metadata=%q and no error", resp.Status, ch, body, metadataURL)
+	}
+
+	good := p.token(t, clientGood, "mcp:tools")
+	cs, err := connectWithToken(t, mv, good)
+	if err != nil {
+		t.Fatalf("connecting with a valid token: %v", err)
+	}
+	callEcho(t, cs, "hello")
+
+	// Every kind of bad token: 401 invalid_token, with the metadata.
+	other := startProvider(t, p.audience) // a provider mcpvisor does not trust
+	bad := map[string]string{
+		"expired":        p.token(t, clientExpired),
+		"wrong audience": p.token(t, clientOtherAudie),
+		"wrong issuer":   other.token(t, clientGood),
+		"bad signature":  tamper(t, good),
+		"not a JWT":      "opaque-token-of-another-kind",
+	}
+	for name, tok := range bad {
+		resp, body := mcpPost(t, mv, "Bearer "+tok)
+		ch := challenge(t, resp)
+		if resp.StatusCode != http.StatusUnauthorized || ch["error"] != "invalid_token" || ch["resource_metadata"] != metadataURL {
+			t.Errorf("%s token: %s, challenge %v, body %q; want 401 with error=invalid_token and resource_metadata=%q", name, resp.Status, ch, body, metadataURL)
+		}
+		if strings.Contains(body, tok) || strings.Contains(resp.Header.Get("WWW-Authenticate"), tok) {
+			t.Errorf("%s token: the answer quotes the token", name)
+		}
+	}
+
+	// Key rotation at the provider: a token signed with the new key
+	// works on the running mcpvisor.
+	p.rotate(t)
+	rotated := p.token(t, clientGood, "mcp:tools")
+	if hdr := jwtHeader(t, rotated); hdr["kid"] == jwtHeader(t, good)["kid"] {
+		t.Fatalf("the provider did not rotate its key: both tokens name kid %v", hdr["kid"])
+	}
+	cs2, err := connectWithToken(t, mv, rotated)
+	if err != nil {
+		t.Fatalf("connecting with a token signed by the rotated key: %v", err)
+	}
+	callEcho(t, cs2, "after rotation")
+
+	// The audit log: the subject and the client, never the token.
+	recs := waitRecords(t, auditPath, 2)
+	for _, r := range recs {
+		sub, _ := r["subject"].(map[string]any)
+		if sub["via"] != "oidc" || sub["id"] != "user-"+clientGood || sub["email"] != "user-"+clientGood+"@example.com" ||
+			fmt.Sprint(sub["groups"]) != "[engineering oncall]" || sub["client"] != clientGood {
+			t.Errorf("audit subject %v; want via oidc, id user-%s, its email, groups [engineering oncall], client %s", sub, clientGood, clientGood)
+		}
+		if r["client"] != "oidc-test" || r["client_version"] != "7.1" {
+			t.Errorf("audit client %v %v; want oidc-test 7.1", r["client"], r["client_version"])
+		}
+	}
+	raw, _ := os.ReadFile(auditPath)
+	for _, tok := range []string{good, rotated} {
+		if strings.Contains(string(raw), tok) || strings.Contains(string(raw), strings.Split(tok, ".")[2]) {
+			t.Errorf("the audit log holds a token")
+		}
+	}
+	if strings.Contains(mv.stderr.String(), strings.Split(good, ".")[2]) {
+		t.Errorf("mcpvisor's log holds a token")
+	}
+}
+
+// jwtHeader decodes a JWT's header.
+func jwtHeader(t *testing.T, token string) map[string]any {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(strings.Split(token, ".")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h map[string]any
+	json.Unmarshal(b, &h)
+	return h
+}
+
+// TestOIDCScopesAndSharedToken: with required scopes, a token without
+// them gets 403 insufficient_scope naming the scopes; the shared token
+// keeps working beside the provider's tokens; a session opened by one
+// subject cannot be used by another.
+func TestOIDCScopesAndSharedToken(t *testing.T) {
+	const shared = "shared-secret-for-the-test"
+	p, mv, auditPath := startOIDCMcpvisor(t, "      scopes = [\"mcp:tools\"]\n", "")
+	_ = auditPath
+	_ = shared
+	_ = p
+
+	resp, body := mcpPost(t, mv, "Bearer "+p.token(t, clientGood, "other:scope"))
+	ch := challenge(t, resp)
+	if resp.StatusCode != http.StatusForbidden || ch["error"] != "insufficient_scope" || ch["scope"] != "mcp:tools" {
+		t.Errorf("token without the required scope: %s, challenge %v, body %q; want 403 with error=insufficient_scope and scope=mcp:tools", resp.Status, ch, body)
+	}
+	resp, body = mcpPost(t, mv, "Bearer "+p.token(t, clientGood, "mcp:tools"))
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("token with the required scope: %s %q; want 200", resp.Status, body)
+	}
+}
+
+// TestOIDCClientDiscovers: a go-sdk client that knows only mcpvisor's URL
+// and its client credentials finds the provider itself — 401, the
+// resource metadata, the provider's metadata, its token endpoint — and
+// calls a tool.
+func TestOIDCClientDiscovers(t *testing.T) {
+	_, mv, _ := startOIDCMcpvisor(t, "", "")
+	handler, err := extauth.NewClientCredentialsHandler(&extauth.ClientCredentialsHandlerConfig{
+		Credentials: &oauthex.ClientCredentials{ClientID: clientGood, ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: opSecret}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	client := mcp.NewClient(&mcp.Implementation{Name: "discovering-client", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:     "http://" + mv.addr + "/mcp",
+		HTTPClient:   &http.Client{Transport: tr},
+		OAuthHandler: handler,
+		MaxRetries:   -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol})
+	if err != nil {
+		t.Fatalf("a go-sdk client with only client credentials could not log in through the provider: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	callEcho(t, cs, "discovered")
+}
