@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,8 @@ type testProvider struct {
 
 	mu   sync.Mutex
 	keys []*rsaKey // keys[0] signs; all are published
+
+	keyFetches atomic.Int64 // GETs of the key set
 }
 
 type rsaKey struct {
@@ -198,7 +201,13 @@ func startProvider(t *testing.T, audience string) *testProvider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: provider}}
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/keys" {
+			p.keyFetches.Add(1)
+		}
+		provider.ServeHTTP(w, r)
+	})
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: counted}}
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return p
@@ -231,20 +240,21 @@ func (p *testProvider) token(t *testing.T, client string, scopes ...string) stri
 }
 
 // oidcHost is the host block's auth for issuer, the audience being
-// mcpvisor's own /mcp URL.
-func oidcHost(issuer, extra string) string {
-	return fmt.Sprintf("  auth {\n    oidc {\n      issuer = %s\n      audience = \"http://@ADDR@/mcp\"\n%s    }\n  }\n", hclString(issuer), extra)
+// mcpvisor's own /mcp URL, with extra lines in the auth block (authExtra)
+// and in its oidc block (oidcExtra).
+func oidcHost(issuer, authExtra, oidcExtra string) string {
+	return fmt.Sprintf("  auth {\n%s    oidc {\n      issuer = %s\n      audience = \"http://@ADDR@/mcp\"\n%s    }\n  }\n", authExtra, hclString(issuer), oidcExtra)
 }
 
 // startOIDCMcpvisor starts an OpenID provider and mcpvisor (echo server,
-// audit log) trusting it, with extra lines in the oidc block.
-func startOIDCMcpvisor(t *testing.T, oidcExtra, hostExtra string) (*testProvider, *mcpvisor, string) {
+// audit log) trusting it, with extra lines in the auth and oidc blocks.
+func startOIDCMcpvisor(t *testing.T, authExtra, oidcExtra string) (*testProvider, *mcpvisor, string) {
 	t.Helper()
 	// The audience names mcpvisor's address, known only once it starts:
 	// the provider reads it back from mcpvisor below.
 	p := startProvider(t, "")
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
-	mv := startMcpvisorWith(t, oidcHost(p.issuer, oidcExtra)+hostExtra+fmt.Sprintf("  audit {\n    path = %s\n  }\n", hclString(auditPath)), echoBlock())
+	mv := startMcpvisorWith(t, oidcHost(p.issuer, authExtra, oidcExtra)+fmt.Sprintf("  audit {\n    path = %s\n  }\n", hclString(auditPath)), echoBlock())
 	p.audience = "http://" + mv.addr + "/mcp"
 	return p, mv, auditPath
 }
@@ -465,19 +475,66 @@ func jwtHeader(t *testing.T, token string) map[string]any {
 // subject cannot be used by another.
 func TestOIDCScopesAndSharedToken(t *testing.T) {
 	const shared = "shared-secret-for-the-test"
-	p, mv, auditPath := startOIDCMcpvisor(t, "      scopes = [\"mcp:tools\"]\n", "")
-	_ = auditPath
-	_ = shared
-	_ = p
+	p, mv, auditPath := startOIDCMcpvisor(t, fmt.Sprintf("    token = %s\n", hclString(shared)), "      scopes = [\"mcp:tools\"]\n")
 
 	resp, body := mcpPost(t, mv, "Bearer "+p.token(t, clientGood, "other:scope"))
 	ch := challenge(t, resp)
 	if resp.StatusCode != http.StatusForbidden || ch["error"] != "insufficient_scope" || ch["scope"] != "mcp:tools" {
 		t.Errorf("token without the required scope: %s, challenge %v, body %q; want 403 with error=insufficient_scope and scope=mcp:tools", resp.Status, ch, body)
 	}
-	resp, body = mcpPost(t, mv, "Bearer "+p.token(t, clientGood, "mcp:tools"))
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("token with the required scope: %s %q; want 200", resp.Status, body)
+	// Without a token, the challenge names the scopes to ask for.
+	resp, body = mcpPost(t, mv, "")
+	if ch := challenge(t, resp); resp.StatusCode != http.StatusUnauthorized || ch["scope"] != "mcp:tools" {
+		t.Errorf("no token: %s, challenge %v, body %q; want 401 with scope=mcp:tools", resp.Status, ch, body)
+	}
+
+	// The provider's token with the scope, and the shared token beside it.
+	scoped := p.token(t, clientGood, "mcp:tools")
+	cs, err := connectWithToken(t, mv, scoped)
+	if err != nil {
+		t.Fatalf("connecting with a token that has the required scope: %v", err)
+	}
+	callEcho(t, cs, "scoped")
+	csShared, err := connectWithToken(t, mv, shared)
+	if err != nil {
+		t.Fatalf("connecting with the shared token beside oidc: %v", err)
+	}
+	callEcho(t, csShared, "shared")
+
+	// A session opened by one subject is refused to another caller,
+	// even one holding the shared token.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+mv.addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Mcp-Protocol-Version", sessionProtocol)
+	req.Header.Set("Authorization", "Bearer "+shared)
+	hijack, err := newHTTPClient(t, 30*time.Second).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hijack.Body.Close()
+	if hijack.StatusCode != http.StatusForbidden {
+		t.Errorf("another caller on a subject's session: %s; want 403", hijack.Status)
+	}
+
+	// The audit log tells the two callers apart.
+	recs := waitRecords(t, auditPath, 2)
+	var vias []string
+	for _, r := range recs {
+		sub, _ := r["subject"].(map[string]any)
+		vias = append(vias, fmt.Sprint(sub["via"]))
+		if sub["via"] == "token" && len(sub) != 1 {
+			t.Errorf("audit subject of the shared token %v; want only via", sub)
+		}
+	}
+	slices.Sort(vias)
+	if !slices.Equal(vias, []string{"oidc", "token"}) {
+		t.Errorf("audit subjects via %v; want one oidc, one token", vias)
+	}
+	raw, _ := os.ReadFile(auditPath)
+	if strings.Contains(string(raw), shared) {
+		t.Errorf("the audit log holds the shared token")
 	}
 }
 
@@ -509,4 +566,37 @@ func TestOIDCClientDiscovers(t *testing.T) {
 	}
 	t.Cleanup(func() { cs.Close() })
 	callEcho(t, cs, "discovered")
+}
+
+// TestOIDCForgedTokensBoundedFetches: every token whose signature the
+// cached keys do not verify makes go-oidc fetch the key set again; a
+// client without credentials sending forged tokens in a loop must not
+// turn each request into a request to the provider.
+func TestOIDCForgedTokensBoundedFetches(t *testing.T) {
+	p, mv, _ := startOIDCMcpvisor(t, "", "")
+	good := p.token(t, clientGood)
+	if resp, body := mcpPost(t, mv, "Bearer "+good); resp.StatusCode != http.StatusOK {
+		t.Fatalf("valid token: %s %q", resp.Status, body)
+	}
+	before := p.keyFetches.Load()
+	const forged = 100
+	start := time.Now()
+	for i := range forged {
+		resp, _ := mcpPost(t, mv, "Bearer "+tamper(t, good))
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("forged token %d: %s; want 401", i, resp.Status)
+		}
+	}
+	// The bound: the burst, then one a second (docs/security.md), with
+	// slack; the loop is far from sustaining one request a second.
+	fetched := p.keyFetches.Load() - before
+	limit := int64(10 + time.Since(start).Seconds() + 2)
+	if fetched > limit {
+		t.Errorf("%d forged tokens made mcpvisor fetch the provider's keys %d times; want at most %d", forged, fetched, limit)
+	}
+	t.Logf("%d forged tokens, %d key fetches", forged, fetched)
+	// The valid token still works: the cached keys were never dropped.
+	if resp, body := mcpPost(t, mv, "Bearer "+good); resp.StatusCode != http.StatusOK {
+		t.Errorf("valid token after the forged ones: %s %q", resp.Status, body)
+	}
 }
