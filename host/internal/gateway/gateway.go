@@ -33,7 +33,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
@@ -382,13 +381,6 @@ func (g *Gateway) resourceHandler(server string) mcp.ResourceHandler {
 // requestContext applies Options.RequestContext to a request that came
 // over HTTP.
 func (g *Gateway) requestContext(ctx context.Context, extra *mcp.RequestExtra) context.Context {
-	// The caller the HTTP ingress established (host/serve.go), for the
-	// audit log and, later, policies.
-	if extra != nil && extra.TokenInfo != nil {
-		if s, ok := extra.TokenInfo.Extra[identity.TokenInfoKey].(*identity.Subject); ok {
-			ctx = identity.NewContext(ctx, s)
-		}
-	}
 	if g.opts.RequestContext == nil || extra == nil || extra.Header == nil {
 		return ctx
 	}
