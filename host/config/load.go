@@ -315,8 +315,12 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		v, ok := d.str(tokenExpr, tokenName)
 		switch {
 		case ok && v == "":
+			remove := "the auth block"
+			if rh.Auth.OIDC != nil {
+				remove = "it (oidc alone admits the provider's tokens)"
+			}
 			d.errorf(tokenExpr.Range().Ptr(), "Empty bearer token",
-				tokenName+" is empty, which would let any client in. Set it to a secret, for example "+tokenName+" = env(\"MCPVISOR_TOKEN\"), or remove it.")
+				tokenName+" is empty, which would let any client in. Set it to a secret, for example "+tokenName+" = env(\"MCPVISOR_TOKEN\"), or remove "+remove+".")
 		case ok:
 			h.BearerToken = v
 			at("bearer_token", tokenExpr)
