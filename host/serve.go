@@ -99,8 +99,11 @@ func configPath(filename string) string {
 // Prometheus metrics at /metrics (unless WithMetrics(false)). Every request first passes the ingress checks — a request
 // that reached a loopback address must name a loopback Host (DNS
 // rebinding), a browser's Origin must be loopback, and the host block's
-// bearer token is required when set — and then the middlewares of
-// WithMiddleware. The one exception to the token: a GET of /healthz or
+// bearer token or, with auth { oidc }, a JWT of its OpenID provider is
+// required when set (docs/auth.md; the caller's identity.Subject is then
+// in the request's context) — and then the middlewares of WithMiddleware.
+// With oidc, the protected resource metadata is served without a token at
+// /.well-known/oauth-protected-resource[/mcp]. The one exception to the token: a GET of /healthz or
 // /readyz without an Authorization header (an orchestrator's probe) gets
 // the status code and a body without details, and skips the middlewares.
 func (h *Host) Handler() http.Handler {
