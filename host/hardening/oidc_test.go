@@ -243,7 +243,10 @@ func (p *testProvider) token(t *testing.T, client string, scopes ...string) stri
 // mcpvisor's own /mcp URL, with extra lines in the auth block (authExtra)
 // and in its oidc block (oidcExtra).
 func oidcHost(issuer, authExtra, oidcExtra string) string {
-	return fmt.Sprintf("  auth {\n%s    oidc {\n      issuer = %s\n      audience = \"http://@ADDR@/mcp\"\n%s    }\n  }\n", authExtra, hclString(issuer), oidcExtra)
+	if !strings.Contains(oidcExtra, "audience") {
+		oidcExtra = "      audience = \"http://@ADDR@/mcp\"\n" + oidcExtra
+	}
+	return fmt.Sprintf("  auth {\n%s    oidc {\n      issuer = %s\n%s    }\n  }\n", authExtra, hclString(issuer), oidcExtra)
 }
 
 // startOIDCMcpvisor starts an OpenID provider and mcpvisor (echo server,
@@ -598,5 +601,32 @@ func TestOIDCForgedTokensBoundedFetches(t *testing.T) {
 	// The valid token still works: the cached keys were never dropped.
 	if resp, body := mcpPost(t, mv, "Bearer "+good); resp.StatusCode != http.StatusOK {
 		t.Errorf("valid token after the forged ones: %s %q", resp.Status, body)
+	}
+}
+
+// TestOIDCAudienceNotAURL: a provider whose audiences are not URLs
+// (Entra ID's api://…): tokens for that audience work, and the metadata
+// and challenges name the URL the client reached.
+func TestOIDCAudienceNotAURL(t *testing.T) {
+	const audience = "api://mcpvisor-test"
+	p, mv, _ := startOIDCMcpvisor(t, "", "      audience = \"api://mcpvisor-test\"\n")
+	p.audience = audience
+	resp, _ := mcpPost(t, mv, "")
+	want := "http://" + mv.addr + "/.well-known/oauth-protected-resource/mcp"
+	if ch := challenge(t, resp); ch["resource_metadata"] != want {
+		t.Errorf("challenge %v; want resource_metadata=%q", ch, want)
+	}
+	r, err := newHTTPClient(t, 10*time.Second).Get(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md oauthex.ProtectedResourceMetadata
+	json.NewDecoder(r.Body).Decode(&md)
+	r.Body.Close()
+	if md.Resource != "http://"+mv.addr+"/mcp" {
+		t.Errorf("metadata resource %q; want the URL of /mcp", md.Resource)
+	}
+	if resp, body := mcpPost(t, mv, "Bearer "+p.token(t, clientGood)); resp.StatusCode != http.StatusOK {
+		t.Errorf("token for %s: %s %q", audience, resp.Status, body)
 	}
 }
