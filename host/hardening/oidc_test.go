@@ -29,6 +29,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/auth/extauth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -147,6 +148,61 @@ func (p *testProvider) GetPrivateClaimsFromScopes(_ context.Context, userID, _ s
 	}, nil
 }
 
+// The authorization code client: a web app whose user logs in at
+// loginPath; its redirect URL is never served, the test's "browser" stops
+// there and reads the code.
+const (
+	webClient   = "web-app"
+	webRedirect = "http://127.0.0.1:1/callback"
+	loginPath   = "/login"
+)
+
+func (p *testProvider) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	if id == webClient {
+		return &webAppClient{ccClient{id: id}}, nil
+	}
+	return p.Storage.GetClientByClientID(ctx, id)
+}
+
+func (p *testProvider) AuthorizeClientIDSecret(ctx context.Context, id, secret string) error {
+	if id == webClient {
+		if secret != opSecret {
+			return fmt.Errorf("wrong secret")
+		}
+		return nil
+	}
+	return p.Storage.AuthorizeClientIDSecret(ctx, id, secret)
+}
+
+// AuthRequestByCode gives the code's tokens mcpvisor's audience (the
+// example storage gives them the client's).
+func (p *testProvider) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
+	req, err := p.Storage.AuthRequestByCode(ctx, code)
+	if err != nil {
+		return nil, err
+	}
+	return audienced{req, p.audience}, nil
+}
+
+type audienced struct {
+	op.AuthRequest
+	audience string
+}
+
+func (a audienced) GetAudience() []string { return []string{a.audience} }
+
+// webAppClient is ccClient with the authorization code grant.
+type webAppClient struct{ ccClient }
+
+func (c *webAppClient) RedirectURIs() []string { return []string{webRedirect} }
+func (c *webAppClient) ResponseTypes() []oidc.ResponseType {
+	return []oidc.ResponseType{oidc.ResponseTypeCode}
+}
+func (c *webAppClient) LoginURL(id string) string { return loginPath + "?id=" + url.QueryEscape(id) }
+func (c *webAppClient) GrantTypes() []oidc.GrantType {
+	return []oidc.GrantType{oidc.GrantTypeCode}
+}
+
 // ccClient is a confidential client with the client credentials grant
 // and JWT access tokens.
 type ccClient struct{ id string }
@@ -202,8 +258,20 @@ func startProvider(t *testing.T, audience string) *testProvider {
 		t.Fatal(err)
 	}
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/keys" {
+		switch r.URL.Path {
+		case "/keys":
 			p.keyFetches.Add(1)
+		case loginPath:
+			// The login page, as a person who types the example user's
+			// password: the authorization request is done, and the
+			// provider's callback sends the browser on with a code.
+			id := r.URL.Query().Get("id")
+			if err := p.Storage.CheckUsernamePassword("test-user@127.0.0.1", "verysecure", id); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			http.Redirect(w, r, "/authorize/callback?id="+url.QueryEscape(id), http.StatusFound)
+			return
 		}
 		provider.ServeHTTP(w, r)
 	})
@@ -628,5 +696,77 @@ func TestOIDCAudienceNotAURL(t *testing.T) {
 	}
 	if resp, body := mcpPost(t, mv, "Bearer "+p.token(t, clientGood)); resp.StatusCode != http.StatusOK {
 		t.Errorf("token for %s: %s %q", audience, resp.Status, body)
+	}
+}
+
+// TestOIDCPersonLogsIn: the go-sdk's authorization code handler, knowing
+// only mcpvisor's URL and its client registration, follows the 401 to the
+// metadata and the provider, sends a person through the provider's login
+// (a headless browser: it follows the redirects), exchanges the code with
+// PKCE, and calls a tool as that person.
+func TestOIDCPersonLogsIn(t *testing.T) {
+	_, mv, auditPath := startOIDCMcpvisor(t, "", "")
+	browser := &http.Client{
+		Timeout: 30 * time.Second,
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			if strings.HasPrefix(req.URL.String(), webRedirect) {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}
+	handler, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		PreregisteredClient: &oauthex.ClientCredentials{ClientID: webClient, ClientSecretAuth: &oauthex.ClientSecretAuth{ClientSecret: opSecret}},
+		RedirectURL:         webRedirect,
+		// The example provider wants openid in every authorization request.
+		ScopeFilter: func(discovered []string) []string {
+			if !slices.Contains(discovered, "openid") {
+				discovered = append(discovered, "openid")
+			}
+			return discovered
+		},
+		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, args.URL, nil)
+			if err != nil {
+				return nil, err
+			}
+			resp, err := browser.Do(req)
+			if err != nil {
+				return nil, err
+			}
+			resp.Body.Close()
+			loc, err := resp.Location()
+			if err != nil {
+				return nil, fmt.Errorf("the login ended without a redirect to the client: %s", resp.Status)
+			}
+			q := loc.Query()
+			if q.Get("code") == "" {
+				return nil, fmt.Errorf("the provider redirected without a code: %s", loc.Redacted())
+			}
+			return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	client := mcp.NewClient(&mcp.Implementation{Name: "person-client", Version: "2"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:     "http://" + mv.addr + "/mcp",
+		HTTPClient:   &http.Client{Transport: tr},
+		OAuthHandler: handler,
+		MaxRetries:   -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol})
+	if err != nil {
+		t.Fatalf("a person could not log in to mcpvisor through the provider: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	callEcho(t, cs, "logged in")
+	recs := waitRecords(t, auditPath, 1)
+	if sub, _ := recs[0]["subject"].(map[string]any); sub["id"] != "id1" || sub["client"] != webClient {
+		t.Errorf("audit subject %v; want the example user id1 through client %s", sub, webClient)
 	}
 }
