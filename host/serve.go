@@ -167,8 +167,7 @@ func (h *Host) Handler() http.Handler {
 		in := newIngress(hostCfg.BearerToken, h.logger.Named("http"), next)
 		in.probes = http.HandlerFunc(h.serveProbe)
 		if o := hostCfg.OIDC; o != nil {
-			in.withOIDC(identity.NewOIDC(identity.OIDCConfig{Issuer: o.Issuer, Audience: o.Audience, Scopes: o.Scopes,
-				SubjectClaim: o.SubjectClaim, GroupsClaim: o.GroupsClaim}))
+			in.withOIDC(identity.NewOIDC(*o))
 		}
 		h.handler = h.inFlight.counted(in)
 	})

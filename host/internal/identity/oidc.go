@@ -29,6 +29,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/time/rate"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
 )
 
 const (
@@ -60,24 +62,10 @@ var (
 	ErrProviderUnavailable = errors.New("the OpenID provider cannot be reached")
 )
 
-// OIDCConfig is what OIDC verifies tokens against (the host's
-// `auth { oidc { … } }` block).
-type OIDCConfig struct {
-	// Issuer is the provider's issuer URL; a token's iss must equal it.
-	Issuer string
-	// Audience must be one of a token's aud values.
-	Audience string
-	// Scopes must all be granted to a token.
-	Scopes []string
-	// SubjectClaim and GroupsClaim name the claims of Subject.ID and
-	// Subject.Groups.
-	SubjectClaim, GroupsClaim string
-}
-
 // OIDC verifies access tokens of one OpenID provider. Build it with
 // NewOIDC; it is safe for concurrent use.
 type OIDC struct {
-	cfg    OIDCConfig
+	cfg    config.OIDC
 	client *http.Client
 
 	mu          sync.Mutex            // guards the fields below
@@ -86,9 +74,9 @@ type OIDC struct {
 	discoverErr error                 // its error
 }
 
-// NewOIDC returns a verifier for cfg. Nothing is fetched until the first
-// token.
-func NewOIDC(cfg OIDCConfig) *OIDC {
+// NewOIDC returns a verifier for the host's `auth { oidc { … } }` block.
+// Nothing is fetched until the first token.
+func NewOIDC(cfg config.OIDC) *OIDC {
 	return &OIDC{cfg: cfg, client: &http.Client{
 		Timeout: providerTimeout,
 		Transport: &providerTransport{
