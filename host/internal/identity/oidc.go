@@ -17,6 +17,7 @@ keyFetchBurst at once and one per keyFetchInterval after that
 */
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,9 @@ type OIDC struct {
 // NewOIDC returns a verifier for the host's `auth { oidc { … } }` block.
 // Nothing is fetched until the first token.
 func NewOIDC(cfg config.OIDC) *OIDC {
+	// A Config built in Go may leave the claim names empty.
+	cfg.SubjectClaim = cmp.Or(cfg.SubjectClaim, config.DefaultOIDCSubjectClaim)
+	cfg.GroupsClaim = cmp.Or(cfg.GroupsClaim, config.DefaultOIDCGroupsClaim)
 	return &OIDC{cfg: cfg, client: &http.Client{
 		Timeout: providerTimeout,
 		Transport: &providerTransport{
