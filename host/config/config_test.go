@@ -669,6 +669,10 @@ func TestAuthOIDC(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("non-loopback listen with oidc only: %v", err)
 	}
+	c = &config.Config{Host: config.Host{OIDC: &config.OIDC{Issuer: "https://idp.example.com"}}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "Audience") {
+		t.Errorf("oidc without an audience: Validate = %v, want an error naming Audience", err)
+	}
 }
 
 func TestProtocolVersionsIsACopy(t *testing.T) {

@@ -220,6 +220,12 @@ func (k *checker) host(h *Host) {
 		k.errorf(nil, "Empty audit path",
 			"Host.Audit is set but its Path is empty; set the file to append audit lines to, or leave Audit nil.")
 	}
+	// The oidc block (docs/auth.md); a file's missing values were
+	// reported where it was decoded.
+	if o := h.OIDC; o != nil && (o.Issuer == "" || o.Audience == "") && k.hostAt("auth.oidc") == nil {
+		k.errorf(nil, "Incomplete oidc settings",
+			"Host.OIDC is set without its Issuer or Audience; set both (the OpenID provider's issuer URL and the resource URL tokens must name), or leave OIDC nil.")
+	}
 	if h.Listen == "" {
 		return
 	}
