@@ -17,13 +17,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
@@ -97,8 +99,11 @@ func configPath(filename string) string {
 // Prometheus metrics at /metrics (unless WithMetrics(false)). Every request first passes the ingress checks — a request
 // that reached a loopback address must name a loopback Host (DNS
 // rebinding), a browser's Origin must be loopback, and the host block's
-// bearer token is required when set — and then the middlewares of
-// WithMiddleware. The one exception to the token: a GET of /healthz or
+// bearer token or, with auth { oidc }, a JWT of its OpenID provider is
+// required when set (docs/auth.md; the caller's identity.Subject is then
+// in the request's context) — and then the middlewares of WithMiddleware.
+// With oidc, the protected resource metadata is served without a token at
+// /.well-known/oauth-protected-resource[/mcp]. The one exception to the token: a GET of /healthz or
 // /readyz without an Authorization header (an orchestrator's probe) gets
 // the status code and a body without details, and skips the middlewares.
 func (h *Host) Handler() http.Handler {
@@ -158,8 +163,12 @@ func (h *Host) Handler() http.Handler {
 		// without the token is refused before its body is read) and before
 		// WithMiddleware's, which may wrap the ResponseWriter.
 		next = newRequestLimits(h, h.servers.Load().cfg.Host, next)
-		in := newIngress(h.servers.Load().cfg.Host.BearerToken, h.logger.Named("http"), next)
+		hostCfg := h.servers.Load().cfg.Host
+		in := newIngress(hostCfg.BearerToken, h.logger.Named("http"), next)
 		in.probes = http.HandlerFunc(h.serveProbe)
+		if o := hostCfg.OIDC; o != nil {
+			in.withOIDC(identity.NewOIDC(*o))
+		}
 		h.handler = h.inFlight.counted(in)
 	})
 	return h.handler
@@ -400,7 +409,8 @@ func (h *Host) ServeTransport(ctx context.Context, t mcp.Transport) error {
 }
 
 // ingress is the check every HTTP request passes before any endpoint sees
-// it.
+// it. Who the caller is (docs/auth.md) travels on in the request's
+// context as an identity.Subject.
 type ingress struct {
 	next http.Handler
 	// probes answers GET /healthz and /readyz without a token: Kubernetes
@@ -410,11 +420,54 @@ type ingress struct {
 	logger    interface{ Warn(string, ...any) }
 	needToken bool
 	wantToken [32]byte // SHA-256 of the token: compared in constant time
+
+	// oidc, when set, admits the JWTs of the host's OpenID provider
+	// beside the shared token; metadata is the protected resource
+	// metadata (RFC 9728) pointing clients at it.
+	oidc     *identity.OIDC
+	metadata http.Handler
+	// authed is next behind the go-sdk's bearer token middleware, whose
+	// TokenInfo is the one way to hand the go-sdk a request's user: its
+	// streamable handler binds a session to the user that opened it and
+	// passes the TokenInfo to every request's handler (gateway).
+	authed http.Handler
 }
 
 func newIngress(token string, logger interface{ Warn(string, ...any) }, next http.Handler) *ingress {
-	return &ingress{next: next, logger: logger, needToken: token != "", wantToken: sha256.Sum256([]byte(token))}
+	in := &ingress{next: next, logger: logger, needToken: token != "", wantToken: sha256.Sum256([]byte(token))}
+	in.authed = auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		s := identity.FromContext(ctx)
+		return &auth.TokenInfo{UserID: s.Key(), Scopes: s.Scopes, Extra: map[string]any{identity.TokenInfoKey: s}}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+	return in
 }
+
+// withOIDC makes in admit the tokens o verifies and serve the protected
+// resource metadata that names o's issuer.
+func (in *ingress) withOIDC(o *identity.OIDC) {
+	in.oidc = o
+	in.metadata = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions {
+			w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+			http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+			Resource:               resourceURL(o.Audience(), r),
+			AuthorizationServers:   []string{o.Issuer()},
+			ScopesSupported:        o.Scopes(),
+			BearerMethodsSupported: []string{"header"},
+			ResourceName:           "mcpvisor",
+		}).ServeHTTP(w, r)
+	})
+}
+
+// The protected resource metadata paths (RFC 9728 §3.1): the path-suffixed
+// form is the one for the resource /mcp; clients try both.
+const (
+	resourceMetadataPath    = "/.well-known/oauth-protected-resource"
+	resourceMetadataPathMCP = resourceMetadataPath + "/mcp"
+)
 
 func (in *ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// DNS rebinding: a page on evil.example whose name resolves to
@@ -431,20 +484,116 @@ func (in *ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
 		return
 	}
+	// The metadata is how a client without a token learns where to get
+	// one: public, like the provider's own discovery document.
+	if in.metadata != nil && (r.URL.Path == resourceMetadataPath || r.URL.Path == resourceMetadataPathMCP) {
+		in.metadata.ServeHTTP(w, r)
+		return
+	}
+	if !in.needToken && in.oidc == nil {
+		in.next.ServeHTTP(w, r)
+		return
+	}
+	if in.probes != nil && isProbe(r) {
+		in.probes.ServeHTTP(w, r)
+		return
+	}
+	s, ok := in.authenticate(w, r)
+	if !ok {
+		return
+	}
+	in.authed.ServeHTTP(w, r.WithContext(identity.NewContext(r.Context(), s)))
+}
+
+// authenticate returns the caller of r, or answers r with why not: 401
+// without a usable token, 403 for a token without the required scopes,
+// 503 when the OpenID provider cannot be reached to check one. The
+// WWW-Authenticate challenge of a 401 or 403 follows RFC 6750 §3 and,
+// with oidc, names the resource metadata (RFC 9728 §5.1).
+func (in *ingress) authenticate(w http.ResponseWriter, r *http.Request) (*identity.Subject, bool) {
+	got, present := bearerToken(r.Header.Get("Authorization"))
 	if in.needToken {
-		if in.probes != nil && isProbe(r) {
-			in.probes.ServeHTTP(w, r)
-			return
-		}
-		got, ok := bearerToken(r.Header.Get("Authorization"))
 		sum := sha256.Sum256([]byte(got))
-		if subtle.ConstantTimeCompare(sum[:], in.wantToken[:]) != 1 || !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mcpvisor"`)
-			http.Error(w, "Unauthorized: a valid bearer token is required", http.StatusUnauthorized)
-			return
+		if subtle.ConstantTimeCompare(sum[:], in.wantToken[:]) == 1 && present {
+			return &identity.Subject{Via: identity.ViaToken}, true
 		}
 	}
-	in.next.ServeHTTP(w, r)
+	if in.oidc == nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpvisor"`)
+		http.Error(w, "Unauthorized: a valid bearer token is required", http.StatusUnauthorized)
+		return nil, false
+	}
+	challenge := func(params ...string) {
+		params = append([]string{`realm="mcpvisor"`, fmt.Sprintf("resource_metadata=%q", resourceMetadataURL(in.oidc.Audience(), r))}, params...)
+		if sc := in.oidc.Scopes(); len(sc) > 0 {
+			params = append(params, fmt.Sprintf("scope=%q", strings.Join(sc, " ")))
+		}
+		w.Header().Set("WWW-Authenticate", "Bearer "+strings.Join(params, ", "))
+	}
+	if !present {
+		// No credentials: no error code (RFC 6750 §3.1), just where to
+		// get a token.
+		challenge()
+		http.Error(w, "Unauthorized: a bearer token is required; the resource metadata named in WWW-Authenticate says which authorization server issues it (docs/auth.md)", http.StatusUnauthorized)
+		return nil, false
+	}
+	s, err := in.oidc.Verify(r.Context(), got)
+	switch {
+	case err == nil:
+		return s, true
+	case errors.Is(err, identity.ErrInsufficientScope):
+		in.logger.Warn("http request refused: token lacks a required scope", "subject", s.ID, "error", err, "remote", r.RemoteAddr)
+		challenge(`error="insufficient_scope"`, fmt.Sprintf("error_description=%q", describe(err)))
+		http.Error(w, "Forbidden: "+err.Error()+"; ask the authorization server for a token with the scopes in WWW-Authenticate", http.StatusForbidden)
+	case errors.Is(err, identity.ErrProviderUnavailable):
+		in.logger.Warn("http request refused: cannot verify its token", "issuer", in.oidc.Issuer(), "error", err, "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "Service Unavailable: mcpvisor cannot reach its OpenID provider to verify the token; retry later (the host's log says why)", http.StatusServiceUnavailable)
+	default:
+		in.logger.Warn("http request refused: invalid token", "error", err, "remote", r.RemoteAddr)
+		challenge(`error="invalid_token"`, fmt.Sprintf("error_description=%q", describe(err)))
+		http.Error(w, "Unauthorized: "+err.Error()+"; get a new token from the authorization server named in the resource metadata", http.StatusUnauthorized)
+	}
+	return nil, false
+}
+
+// maxErrorDescription bounds the error_description of a challenge: it can
+// quote claims of the client's token (an unexpected iss or aud).
+const maxErrorDescription = 256
+
+// describe is err as an error_description.
+func describe(err error) string {
+	d := err.Error()
+	if len(d) > maxErrorDescription {
+		d = strings.ToValidUTF8(d[:maxErrorDescription], "") + "…"
+	}
+	return d
+}
+
+// resourceURL is the resource identifier of /mcp: the audience when it is
+// an http(s) URL (the public URL, behind any proxy), else the URL the
+// request reached.
+func resourceURL(audience string, r *http.Request) string {
+	if u, err := url.Parse(audience); err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" {
+		return audience
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + "/mcp"
+}
+
+// resourceMetadataURL is where the metadata of resourceURL is: the
+// well-known path inserted between its host and its path (RFC 9728 §3.1).
+func resourceMetadataURL(audience string, r *http.Request) string {
+	u, err := url.Parse(resourceURL(audience, r))
+	if err != nil {
+		return ""
+	}
+	u.Path = resourceMetadataPath + strings.TrimSuffix(u.Path, "/")
+	u.RawQuery, u.Fragment = "", ""
+	return u.String()
 }
 
 // isProbe reports whether r is a health probe that sends no credentials:

@@ -164,6 +164,11 @@ type Host struct {
 	// every downstream HTTP request. Required for a non-loopback Listen.
 	BearerToken string
 
+	// OIDC, when set, also admits clients with a JWT access token of an
+	// OpenID provider (docs/auth.md). With BearerToken set too, either
+	// is accepted.
+	OIDC *OIDC
+
 	// Separator joins prefix and tool name in exposed names ("__").
 	Separator string
 
@@ -355,6 +360,32 @@ type PluginLock struct {
 	// when the lock file has no entry for this block (or does not exist).
 	SHA256 string
 }
+
+// OIDC is the `oidc { … }` block of the host's auth block: mcpvisor's
+// HTTP endpoint as an OAuth protected resource whose authorization server
+// is Issuer (docs/auth.md).
+type OIDC struct {
+	// Issuer is the OpenID provider's issuer URL: its discovery document
+	// and signing keys are fetched from there, and a token's iss must
+	// equal it.
+	Issuer string
+	// Audience is the value a token's aud must contain: the resource
+	// identifier, normally the public URL of /mcp.
+	Audience string
+	// Scopes, when set, must all be granted to a token (its scope or scp
+	// claim); a token missing one gets 403 insufficient_scope.
+	Scopes []string
+	// SubjectClaim and GroupsClaim name the claims that carry the
+	// subject's identifier ("sub") and its groups ("groups").
+	SubjectClaim string
+	GroupsClaim  string
+}
+
+// Defaults of the oidc block.
+const (
+	DefaultOIDCSubjectClaim = "sub"
+	DefaultOIDCGroupsClaim  = "groups"
+)
 
 // The OAuth grants an oauth block may use.
 const (

@@ -651,6 +651,39 @@ func TestNonLoopbackListen(t *testing.T) {
 	}
 }
 
+// TestAuthOIDC: the oidc block decodes with its defaults, admits a
+// non-loopback listen on its own, and token is bearer_token's new name.
+func TestAuthOIDC(t *testing.T) {
+	cfg, err := config.Parse([]byte(`host {
+  listen = "0.0.0.0:8811"
+  auth {
+    token = "shared"
+    oidc {
+      issuer   = "https://idp.example.com"
+      audience = "https://mcp.example.com/mcp"
+      scopes   = ["mcp:tools"]
+    }
+  }
+}
+`), testFilename)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &config.OIDC{Issuer: "https://idp.example.com", Audience: "https://mcp.example.com/mcp", Scopes: []string{"mcp:tools"},
+		SubjectClaim: "sub", GroupsClaim: "groups"}
+	if diff := cmp.Diff(want, cfg.Host.OIDC); diff != "" || cfg.Host.BearerToken != "shared" {
+		t.Errorf("oidc block (-want +got):\n%s\ntoken %q", diff, cfg.Host.BearerToken)
+	}
+	c := &config.Config{Host: config.Host{Listen: "0.0.0.0:8811", OIDC: want}}
+	if err := c.Validate(); err != nil {
+		t.Errorf("non-loopback listen with oidc only: %v", err)
+	}
+	c = &config.Config{Host: config.Host{OIDC: &config.OIDC{Issuer: "https://idp.example.com"}}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "Audience") {
+		t.Errorf("oidc without an audience: Validate = %v, want an error naming Audience", err)
+	}
+}
+
 func TestProtocolVersionsIsACopy(t *testing.T) {
 	v := config.ProtocolVersions()
 	v[0] = "changed"

@@ -547,7 +547,31 @@ server "fs" {
 	{"bearer_token_missing", `host {
   auth {}
 }
-`, "The auth block needs bearer_token"},
+`, "The auth block needs token"},
+	{"auth_token_and_bearer_token", `host {
+  auth {
+    token        = "a"
+    bearer_token = "b"
+  }
+}
+`, "sets both token and bearer_token"},
+	{"oidc_issuer_missing", `host {
+  auth {
+    oidc {
+      audience = "https://mcp.example.com/mcp"
+    }
+  }
+}
+`, "The oidc block needs issuer"},
+	{"oidc_issuer_not_a_url", `host {
+  auth {
+    oidc {
+      issuer   = "idp.example.com"
+      audience = "https://mcp.example.com/mcp"
+    }
+  }
+}
+`, "it must be the OpenID provider's issuer URL"},
 	{"several_arguments_on_one_line", `server "fs" {
   command = "npx"
   reconnect { max_retries = 5  max_backoff = "60s" }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/big"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -306,19 +307,71 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 	if rh.Auth != nil {
 		d.src.host["auth"] = rh.Auth.DefRange
 		before := len(d.diags)
-		v, ok := d.str(rh.Auth.BearerToken, "bearer_token")
+		// token is bearer_token's newer name (docs/auth.md); one of them.
+		tokenExpr, tokenName := rh.Auth.BearerToken, "bearer_token"
+		if !exprIsNull(rh.Auth.Token) {
+			if !exprIsNull(rh.Auth.BearerToken) {
+				d.errorf(rh.Auth.Token.Range().Ptr(), "Conflicting arguments",
+					"The auth block sets both token and bearer_token, two names for the same secret. Keep token and remove bearer_token.")
+			}
+			tokenExpr, tokenName = rh.Auth.Token, "token"
+		}
+		v, ok := d.str(tokenExpr, tokenName)
 		switch {
 		case ok && v == "":
-			d.errorf(rh.Auth.BearerToken.Range().Ptr(), "Empty bearer token",
-				"bearer_token is empty, which would let any client in. Set it to a secret, for example bearer_token = env(\"MCPVISOR_TOKEN\"), or remove the auth block.")
+			remove := "the auth block"
+			if rh.Auth.OIDC != nil {
+				remove = "it (oidc alone admits the provider's tokens)"
+			}
+			d.errorf(tokenExpr.Range().Ptr(), "Empty bearer token",
+				tokenName+" is empty, which would let any client in. Set it to a secret, for example "+tokenName+" = env(\"MCPVISOR_TOKEN\"), or remove "+remove+".")
 		case ok:
 			h.BearerToken = v
-			at("bearer_token", rh.Auth.BearerToken)
-		case len(d.diags) == before && !d.quiet:
+			at("bearer_token", tokenExpr)
+		case len(d.diags) == before && !d.quiet && rh.Auth.OIDC == nil:
 			d.errorf(rh.Auth.DefRange.Ptr(), "Missing required argument",
-				"The auth block needs bearer_token, the secret clients send as \"Authorization: Bearer <token>\". For example: auth { bearer_token = env(\"MCPVISOR_TOKEN\") }.")
+				"The auth block needs token, the secret clients send as \"Authorization: Bearer <token>\", or an oidc block. For example: auth { token = env(\"MCPVISOR_TOKEN\") }.")
+		}
+		if ro := rh.Auth.OIDC; ro != nil {
+			h.OIDC = d.oidc(ro)
 		}
 	}
+}
+
+// oidc decodes the host's `auth { oidc { … } }` block.
+func (d *decoder) oidc(ro *oidcSchema) *OIDC {
+	o := &OIDC{SubjectClaim: DefaultOIDCSubjectClaim, GroupsClaim: DefaultOIDCGroupsClaim}
+	d.src.host["auth.oidc"] = ro.DefRange
+	required := func(expr hcl.Expression, name, example string) string {
+		v, ok := d.str(expr, name)
+		if !ok || v == "" {
+			if !d.quiet {
+				d.errorf(ro.DefRange.Ptr(), "Missing required argument",
+					fmt.Sprintf("The oidc block needs %s. For example: %s = %q.", name, name, example))
+			}
+			return ""
+		}
+		d.src.host["auth.oidc."+name] = expr.Range()
+		return v
+	}
+	o.Issuer = required(ro.Issuer, "issuer", "https://idp.example.com")
+	if o.Issuer != "" {
+		if u, err := url.Parse(o.Issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			d.errorf(ro.Issuer.Range().Ptr(), "Invalid issuer",
+				fmt.Sprintf("issuer in the oidc block is %q; it must be the OpenID provider's issuer URL, such as \"https://idp.example.com\" (its discovery document is at /.well-known/openid-configuration under it).", o.Issuer))
+		}
+	}
+	o.Audience = required(ro.Audience, "audience", "https://mcp.example.com/mcp")
+	if v, ok := d.strList(ro.Scopes, "scopes"); ok {
+		o.Scopes = v
+	}
+	if v, ok := d.str(ro.SubjectClaim, "subject_claim"); ok && v != "" {
+		o.SubjectClaim = v
+	}
+	if v, ok := d.str(ro.GroupsClaim, "groups_claim"); ok && v != "" {
+		o.GroupsClaim = v
+	}
+	return o
 }
 
 func (d *decoder) server(rs *serverSchema) *Server {
@@ -753,4 +806,14 @@ func (d *decoder) jsonObject(expr hcl.Expression, name string) ([]byte, bool) {
 		return nil, false
 	}
 	return data, true
+}
+
+// exprIsNull reports whether an optional attribute was left out (gohcl
+// gives an absent one an expression that evaluates to null).
+func exprIsNull(expr hcl.Expression) bool {
+	if expr == nil {
+		return true
+	}
+	v, diags := expr.Value(nil)
+	return !diags.HasErrors() && v.IsNull()
 }

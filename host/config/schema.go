@@ -69,6 +69,22 @@ type metricsSchema struct {
 type authSchema struct {
 	BearerToken hcl.Expression `hcl:"bearer_token,optional"`
 
+	// Downstream identity (docs/auth.md): token is bearer_token's newer
+	// name; oidc accepts JWTs of an OpenID provider.
+	Token hcl.Expression `hcl:"token,optional"`
+	OIDC  *oidcSchema    `hcl:"oidc,block"`
+
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// oidcSchema is the `oidc { … }` block inside the host's auth block.
+type oidcSchema struct {
+	Issuer       hcl.Expression `hcl:"issuer,optional"`
+	Audience     hcl.Expression `hcl:"audience,optional"`
+	Scopes       hcl.Expression `hcl:"scopes,optional"`
+	SubjectClaim hcl.Expression `hcl:"subject_claim,optional"`
+	GroupsClaim  hcl.Expression `hcl:"groups_claim,optional"`
+
 	DefRange hcl.Range `hcl:",def_range"`
 }
 

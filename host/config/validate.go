@@ -236,6 +236,12 @@ func (k *checker) host(h *Host) {
 		k.errorf(nil, "Empty audit path",
 			"Host.Audit is set but its Path is empty; set the file to append audit lines to, or leave Audit nil.")
 	}
+	// The oidc block (docs/auth.md); a file's missing values were
+	// reported where it was decoded.
+	if o := h.OIDC; o != nil && (o.Issuer == "" || o.Audience == "") && k.hostAt("auth.oidc") == nil {
+		k.errorf(nil, "Incomplete oidc settings",
+			"Host.OIDC is set without its Issuer or Audience; set both (the OpenID provider's issuer URL and the resource URL tokens must name), or leave OIDC nil.")
+	}
 	if h.Listen == "" {
 		return
 	}
@@ -245,7 +251,7 @@ func (k *checker) host(h *Host) {
 			"listen in the host block is %q: %s. Write host:port, such as \"127.0.0.1:8811\".", h.Listen, err)
 		return
 	}
-	if !loopback && h.BearerToken == "" {
+	if !loopback && h.BearerToken == "" && h.OIDC == nil {
 		k.errorf(k.hostAt("listen"), "Non-loopback listen address without a bearer token",
 			"listen in the host block is %q, which accepts connections from other machines, and anyone who reaches it could call every tool of every server. Add auth { bearer_token = env(\"MCPVISOR_TOKEN\") } to the host block so that clients must send \"Authorization: Bearer <token>\", or listen on a loopback address such as \"127.0.0.1:8811\".", h.Listen)
 	}

@@ -130,6 +130,9 @@ func startMcpvisorWith(t *testing.T, hostAttrs, servers string) *mcpvisor {
 
 func tryStartMcpvisor(t *testing.T, hostAttrs, servers string) (*mcpvisor, error) {
 	addr := freeAddr(t)
+	// A host attribute that must name the host's own address (the oidc
+	// audience) writes @ADDR@.
+	hostAttrs = strings.ReplaceAll(hostAttrs, "@ADDR@", addr)
 	path := filepath.Join(t.TempDir(), "config.hcl")
 	if err := os.WriteFile(path, []byte(hostConfig(addr, hostAttrs, servers)), 0o600); err != nil {
 		t.Fatal(err)

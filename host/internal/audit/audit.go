@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
@@ -121,6 +122,13 @@ type Line struct {
 	// calls); Client is the name the downstream client gave in initialize.
 	Session string `json:"session,omitempty"`
 	Client  string `json:"client,omitempty"`
+	// ClientVersion is the version the downstream client gave with its
+	// name.
+	ClientVersion string `json:"client_version,omitempty"`
+	// Subject is who made the call, as the HTTP ingress established it
+	// (docs/auth.md): never the token itself. Absent for stdio, library
+	// calls and an endpoint without auth.
+	Subject *identity.Subject `json:"subject,omitempty"`
 	// Server is the server block; Method the MCP method.
 	Server string `json:"server"`
 	Method string `json:"method"`
@@ -161,8 +169,9 @@ type Payload struct {
 	Value json.RawMessage `json:"value,omitempty"`
 }
 
-// Record writes the line for a finished call. traceID may be "".
-func (l *Log) Record(c *upstream.Call, traceID string) error {
+// Record writes the line for a finished call made by who. traceID and who
+// may be empty.
+func (l *Log) Record(c *upstream.Call, traceID string, who *identity.Subject) error {
 	line := Line{
 		Time:       c.Start.UTC(),
 		Replica:    l.replica,
@@ -173,6 +182,7 @@ func (l *Log) Record(c *upstream.Call, traceID string) error {
 		Generation: c.Generation(),
 		Attempts:   len(c.Attempts),
 		TraceID:    traceID,
+		Subject:    who,
 	}
 	switch c.Method {
 	case "resources/read":
@@ -187,6 +197,7 @@ func (l *Log) Record(c *upstream.Call, traceID string) error {
 		line.Session = ss.ID()
 		if ip := ss.InitializeParams(); ip != nil && ip.ClientInfo != nil {
 			line.Client = ip.ClientInfo.Name
+			line.ClientVersion = ip.ClientInfo.Version
 		}
 	}
 	if c.Err != nil {

@@ -26,7 +26,7 @@ func recordDigest(t *testing.T, path, args string, logger hclog.Logger) map[stri
 	}
 	defer l.Close()
 	os.Truncate(path, 0)
-	if err := l.Record(&upstream.Call{Server: "s", Method: "tools/call", Name: "t", Arguments: []byte(args), Start: time.Now()}, ""); err != nil {
+	if err := l.Record(&upstream.Call{Server: "s", Method: "tools/call", Name: "t", Arguments: []byte(args), Start: time.Now()}, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/audit"
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
@@ -216,7 +217,7 @@ func (o *Observer) CallFinished(ctx context.Context, c *upstream.Call) {
 		traceID = o.tracer.finish(ctx, c)
 	}
 	if o.audit != nil {
-		if err := o.audit.Record(c, traceID); err != nil {
+		if err := o.audit.Record(c, traceID, identity.FromContext(ctx)); err != nil {
 			if !o.auditFailing.Swap(true) {
 				o.logger.Error("audit log write failed; calls go unrecorded until it works again", "path", o.audit.Path(), "error", err)
 			}

@@ -1,0 +1,65 @@
+// Package identity is who a downstream request comes from: the Subject
+// the HTTP ingress established (a JWT of the configured OpenID provider,
+// or the shared token), carried in the request's context to whatever
+// decides on it — the audit log today, policies later (docs/auth.md).
+package identity
+
+import "context"
+
+// The ways a Subject was established.
+const (
+	// ViaToken: the request carried the host's shared bearer token. Such
+	// a subject has no ID: everyone with the token is the same caller.
+	ViaToken = "token"
+	// ViaOIDC: the request carried a JWT access token of the configured
+	// OpenID provider, verified against its keys.
+	ViaOIDC = "oidc"
+)
+
+// Subject is the caller of a downstream request. It never holds the
+// credential itself.
+type Subject struct {
+	// Via is ViaToken or ViaOIDC.
+	Via string `json:"via"`
+	// ID is the subject claim (subject_claim, "sub" by default); "" for
+	// ViaToken.
+	ID string `json:"id,omitempty"`
+	// Email is the token's email claim, when it has one.
+	Email string `json:"email,omitempty"`
+	// Groups are the token's groups claim (groups_claim).
+	Groups []string `json:"groups,omitempty"`
+	// Client is the OAuth client the token was issued to (its azp or
+	// client_id claim), when it names one.
+	Client string `json:"client,omitempty"`
+	// Scopes are the scopes granted to the token (its scope or scp claim).
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// Key is what binds a session to its subject: the go-sdk refuses a
+// request on a session opened by another key ("session user mismatch").
+// Every holder of the shared token is one caller, so its key is "".
+func (s *Subject) Key() string {
+	if s == nil || s.Via != ViaOIDC {
+		return ""
+	}
+	return ViaOIDC + ":" + s.ID
+}
+
+type contextKey struct{}
+
+// NewContext returns ctx carrying s.
+func NewContext(ctx context.Context, s *Subject) context.Context {
+	return context.WithValue(ctx, contextKey{}, s)
+}
+
+// FromContext returns the Subject of ctx, or nil (stdio, library calls,
+// or an HTTP endpoint without auth).
+func FromContext(ctx context.Context) *Subject {
+	s, _ := ctx.Value(contextKey{}).(*Subject)
+	return s
+}
+
+// TokenInfoKey is the key of the Subject in the Extra of the go-sdk's
+// auth.TokenInfo, which carries it from the HTTP ingress to the request
+// handlers the go-sdk calls.
+const TokenInfoKey = "mcpvisor.subject"
