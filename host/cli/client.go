@@ -1,0 +1,502 @@
+package cli
+
+/*
+Design note: writing other clients' configurations.
+
+`client install` edits a file another program owns (Claude Desktop's,
+Cursor's, VS Code's …), often one holding the user's other servers and,
+for Claude Code, much more. The rules:
+
+  - Nothing but mcpvisor's own entry changes. The file is read as an
+    ordered list of keys with their raw values; every other key, at the
+    top and among the servers, is written back in its order with its
+    value's bytes (numbers, escapes) unchanged; only the whitespace is
+    re-indented.
+  - A file that is not a JSON object (a syntax error, comments, a
+    half-written file) is refused and left untouched, as is one whose
+    servers key holds no object.
+  - An entry of that name that does not run mcpvisor is someone else's:
+    install refuses to replace it, uninstall to remove it.
+  - The previous file is copied to FILE.bak (same mode) before the new one
+    replaces it; the new one is written to a temporary file in the same
+    directory, synced and renamed over the old, so a crash leaves the old
+    file or the new one, never half of one. The mode is kept, a symlink is
+    followed (the link stays a link).
+
+See docs/clients.md and docs/security.md, "Writing other clients' configs".
+*/
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// maxClientConfigBytes bounds the client file read into memory. Claude
+// Code's ~/.claude.json keeps project history and grows to megabytes; 64
+// MiB is far beyond any real one.
+const maxClientConfigBytes = 64 << 20
+
+// mcpClient is a client `client install` knows.
+type mcpClient struct {
+	// key is the top-level key holding the servers: "mcpServers", or
+	// "servers" for VS Code.
+	key string
+	// typed clients get "type": "stdio" in the entry.
+	typed bool
+	// userFile is the user-level file; projectFile the file in a project
+	// directory ("" when the client has none).
+	userFile    func() (string, error)
+	projectFile string
+}
+
+// clientNames is the order help and errors list the clients in.
+var clientNames = []string{"claude-desktop", "claude-code", "cursor", "vscode", "windsurf"}
+
+var mcpClients = map[string]mcpClient{
+	"claude-desktop": {key: "mcpServers", userFile: inConfigDir("Claude", "claude_desktop_config.json")},
+	"claude-code":    {key: "mcpServers", typed: true, userFile: inHome(".claude.json"), projectFile: ".mcp.json"},
+	"cursor":         {key: "mcpServers", userFile: inHome(".cursor", "mcp.json"), projectFile: filepath.Join(".cursor", "mcp.json")},
+	"vscode":         {key: "servers", typed: true, userFile: inConfigDir("Code", "User", "mcp.json"), projectFile: filepath.Join(".vscode", "mcp.json")},
+	"windsurf":       {key: "mcpServers", userFile: inHome(".codeium", "windsurf", "mcp_config.json")},
+}
+
+// inConfigDir is a file under the OS's per-user configuration directory:
+// ~/Library/Application Support (macOS), %APPDATA% (Windows),
+// $XDG_CONFIG_HOME or ~/.config (Linux).
+func inConfigDir(elem ...string) func() (string, error) {
+	return func() (string, error) {
+		dir, err := os.UserConfigDir()
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(append([]string{dir}, elem...)...), nil
+	}
+}
+
+// inHome is a file under the user's home directory.
+func inHome(elem ...string) func() (string, error) {
+	return func() (string, error) {
+		dir, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(append([]string{dir}, elem...)...), nil
+	}
+}
+
+const clientUsage = `Usage: mcpvisor client install|uninstall [options] CLIENT
+
+CLIENT is one of claude-desktop, claude-code, cursor, vscode, windsurf.
+Run "mcpvisor help client" for the options and examples.
+`
+
+// clientCmd is `mcpvisor client install|uninstall`.
+func clientCmd(args []string, stdio IO) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdio.Stderr, clientUsage)
+		return ExitUsage
+	}
+	sub, args := args[0], args[1:]
+	if sub != "install" && sub != "uninstall" {
+		if isHelpFlag(sub) {
+			writeHelp(stdio.Stdout, "client", nil)
+			return ExitOK
+		}
+		fmt.Fprintf(stdio.Stderr, "mcpvisor client: unknown subcommand %q: it is install or uninstall\n\n%s", termSafe(sub), clientUsage)
+		return ExitUsage
+	}
+	fs := newBareFlags("client "+sub, stdio)
+	cfgPath := fs.String("config", defaultConfigFile, "mcpvisor's configuration `file` the client runs (install)")
+	name := fs.String("name", "mcpvisor", "the entry's `name` in the client's config")
+	project := fs.String("project", "", "write the project `dir`'s file (claude-code: .mcp.json, cursor: .cursor/mcp.json, vscode: .vscode/mcp.json) instead of the user's")
+	file := fs.String("file", "", "write this `file` instead of the client's usual one")
+	printOnly := fs.Bool("print", false, "print the resulting file on stdout and write nothing")
+	clientName, ok := parseOneArg(fs, args, stdio, "mcpvisor client "+sub+" CLIENT")
+	if !ok {
+		return ExitUsage
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor client %s: "+format+"\n", append([]any{sub}, a...)...)
+		return code
+	}
+	c, ok := mcpClients[clientName]
+	if !ok {
+		hint := ""
+		if s := suggest(clientName, clientNames); s != "" {
+			hint = fmt.Sprintf("; did you mean %q?", s)
+		}
+		return fail(ExitUsage, "unknown client %q%s (one of %s)", termSafe(clientName), hint, strings.Join(clientNames, ", "))
+	}
+	if *name == "" || strings.ContainsFunc(*name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return fail(ExitUsage, "-name must be a non-empty name without control characters")
+	}
+	path, err := clientFile(c, clientName, *project, *file)
+	if err != nil {
+		return fail(ExitUsage, "%s", err)
+	}
+
+	data, existed, err := readClientFile(path)
+	if err != nil {
+		return fail(ExitRuntime, "%s", err)
+	}
+	doc, err := parseOrdered(data)
+	if err != nil {
+		return fail(ExitRuntime, "%s is not a JSON object (%s); it is left untouched: fix it, or add the entry by hand (-print shows it)", termSafe(path), err)
+	}
+
+	var note string
+	if sub == "install" {
+		entry, err := mcpvisorEntry(c, *cfgPath)
+		if err != nil {
+			return fail(ExitRuntime, "%s", err)
+		}
+		replaced, err := doc.setServer(c.key, *name, entry)
+		if err != nil {
+			return fail(ExitRuntime, "%s: %s", termSafe(path), err)
+		}
+		note = fmt.Sprintf("added %q to %s", *name, path)
+		if replaced {
+			note = fmt.Sprintf("replaced %q in %s", *name, path)
+		}
+	} else {
+		removed, err := doc.removeServer(c.key, *name)
+		if err != nil {
+			return fail(ExitRuntime, "%s: %s", termSafe(path), err)
+		}
+		if !removed {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor client uninstall: %s has no entry %q; nothing to do\n", termSafe(path), termSafe(*name))
+			if *printOnly {
+				stdio.Stdout.Write(data)
+			}
+			return ExitOK
+		}
+		note = fmt.Sprintf("removed %q from %s", *name, path)
+	}
+	out := doc.encode()
+	if *printOnly {
+		stdio.Stdout.Write(out)
+		return ExitOK
+	}
+	backup, err := writeClientFile(path, out, data, existed)
+	if err != nil {
+		return fail(ExitRuntime, "%s", err)
+	}
+	fmt.Fprintf(stdio.Stderr, "mcpvisor client %s: %s", sub, termSafe(note))
+	if backup != "" {
+		fmt.Fprintf(stdio.Stderr, " (the previous file is in %s)", termSafe(backup))
+	}
+	fmt.Fprintf(stdio.Stderr, "\nRestart %s to apply it.\n", clientName)
+	return ExitOK
+}
+
+// clientFile is the file to edit: -file, the project's or the user's.
+func clientFile(c mcpClient, name, project, file string) (string, error) {
+	switch {
+	case file != "" && project != "":
+		return "", errors.New("-file and -project exclude each other")
+	case file != "":
+		return filepath.Abs(file)
+	case project != "":
+		if c.projectFile == "" {
+			return "", fmt.Errorf("%s has no project-level file; drop -project (or use -file)", name)
+		}
+		dir, err := filepath.Abs(project)
+		if err != nil {
+			return "", err
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return "", fmt.Errorf("-project %s is not a directory", termSafe(project))
+		}
+		return filepath.Join(dir, c.projectFile), nil
+	}
+	p, err := c.userFile()
+	if err != nil {
+		return "", fmt.Errorf("cannot find %s's config file on %s (%v); pass -file", name, runtime.GOOS, err)
+	}
+	return p, nil
+}
+
+// mcpvisorEntry is the server entry that runs this executable on the
+// configuration at cfgPath, both as absolute paths: a client starts its
+// servers from a directory of its choosing, with a PATH of its own.
+func mcpvisorEntry(c mcpClient, cfgPath string) (json.RawMessage, error) {
+	cfg, err := filepath.Abs(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(cfg); err != nil {
+		return nil, fmt.Errorf("the configuration %s: %v; pass -config FILE (write one with `mcpvisor import`, or start from config.hcl)", termSafe(cfg), errors.Unwrap(err))
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot find mcpvisor's own executable: %v", err)
+	}
+	var e struct {
+		Type    string   `json:"type,omitempty"`
+		Command string   `json:"command"`
+		Args    []string `json:"args"`
+	}
+	if c.typed {
+		e.Type = "stdio"
+	}
+	e.Command = exe
+	e.Args = []string{"run", "--stdio", "-config", cfg}
+	return json.Marshal(e)
+}
+
+// readClientFile reads path; a missing file reads as an empty object.
+func readClientFile(path string) ([]byte, bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []byte("{}"), false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxClientConfigBytes+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if len(data) > maxClientConfigBytes {
+		return nil, false, fmt.Errorf("%s is larger than %d MiB; it is left untouched: add the entry by hand (-print shows it)", termSafe(path), maxClientConfigBytes>>20)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		// An empty file (a client creates one) holds no entries yet.
+		return []byte("{}"), true, nil
+	}
+	return data, true, nil
+}
+
+// writeClientFile replaces path with data atomically, first copying the
+// old content to path.bak. It returns the backup's path ("" for a new
+// file).
+func writeClientFile(path string, data, old []byte, existed bool) (string, error) {
+	mode := fs.FileMode(0o600)
+	if existed {
+		// Write where a symlink points, so the link survives.
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return "", err
+		}
+		path = real
+		st, err := os.Stat(path)
+		if err != nil {
+			return "", err
+		}
+		mode = st.Mode().Perm()
+	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	backup := ""
+	if existed {
+		backup = path + ".bak"
+		if err := writeAtomic(backup, old, mode); err != nil {
+			return "", fmt.Errorf("cannot write the backup %s, so %s is left untouched: %v", termSafe(backup), termSafe(path), err)
+		}
+	}
+	if err := writeAtomic(path, data, mode); err != nil {
+		return "", err
+	}
+	return backup, nil
+}
+
+// writeAtomic writes data to a temporary file beside path and renames it
+// over path.
+func writeAtomic(path string, data []byte, mode fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(mode); err != nil && runtime.GOOS != "windows" {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	done = true
+	return nil
+}
+
+// orderedObject is a JSON object as its keys come, each value kept raw.
+type orderedObject struct {
+	keys   []string
+	values []json.RawMessage
+}
+
+func (o *orderedObject) get(key string) (json.RawMessage, int) {
+	for i, k := range o.keys {
+		if k == key {
+			return o.values[i], i
+		}
+	}
+	return nil, -1
+}
+
+// parseOrdered reads a JSON object keeping its key order and raw values.
+func parseOrdered(data []byte) (*orderedObject, error) {
+	if !json.Valid(data) {
+		var v any
+		return nil, errors.New(jsonErrorAt(data, json.Unmarshal(data, &v)))
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("the top level is not an object")
+	}
+	o := &orderedObject{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		k := t.(string)
+		if _, i := o.get(k); i >= 0 {
+			// Which duplicate a client honours is its own affair; rewriting
+			// would silently pick one.
+			return nil, fmt.Errorf("the key %q appears twice", termSafe(k))
+		}
+		o.keys = append(o.keys, k)
+		o.values = append(o.values, v)
+	}
+	return o, nil
+}
+
+// encode writes the object back, two-space indented, with a final newline.
+func (o *orderedObject) encode() []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(o.values[i])
+	}
+	b.WriteByte('}')
+	var out bytes.Buffer
+	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
+		// The parts were valid JSON; this cannot happen.
+		panic(err)
+	}
+	out.WriteByte('\n')
+	return out.Bytes()
+}
+
+// servers returns the object under key (an empty one when absent).
+func (o *orderedObject) servers(key string) (*orderedObject, error) {
+	raw, i := o.get(key)
+	if i < 0 {
+		for _, k := range o.keys {
+			if strings.EqualFold(k, key) {
+				return nil, fmt.Errorf("the key %q is not %q (clients match keys exactly); rename it first", termSafe(k), key)
+			}
+		}
+		return &orderedObject{}, nil
+	}
+	s, err := parseOrdered(raw)
+	if err != nil || bytes.TrimSpace(raw)[0] != '{' {
+		return nil, fmt.Errorf("%q is not an object of servers; it is left untouched", key)
+	}
+	return s, nil
+}
+
+func (o *orderedObject) set(key string, v json.RawMessage) {
+	if _, i := o.get(key); i >= 0 {
+		o.values[i] = v
+		return
+	}
+	o.keys = append(o.keys, key)
+	o.values = append(o.values, v)
+}
+
+// setServer sets servers[name] = entry, refusing to replace an entry
+// that does not run mcpvisor.
+func (o *orderedObject) setServer(key, name string, entry json.RawMessage) (bool, error) {
+	s, err := o.servers(key)
+	if err != nil {
+		return false, err
+	}
+	old, i := s.get(name)
+	if i >= 0 && !runsMcpvisor(old) {
+		return false, fmt.Errorf("the entry %q does not run mcpvisor; it is left as it is: pick another name with -name", termSafe(name))
+	}
+	s.set(name, entry)
+	o.set(key, s.encode())
+	return i >= 0, nil
+}
+
+// removeServer deletes servers[name] if it runs mcpvisor.
+func (o *orderedObject) removeServer(key, name string) (bool, error) {
+	if _, i := o.get(key); i < 0 {
+		return false, nil
+	}
+	s, err := o.servers(key)
+	if err != nil {
+		return false, err
+	}
+	old, i := s.get(name)
+	if i < 0 {
+		return false, nil
+	}
+	if !runsMcpvisor(old) {
+		return false, fmt.Errorf("the entry %q does not run mcpvisor; it is left as it is (remove it in the client)", termSafe(name))
+	}
+	s.keys = append(s.keys[:i], s.keys[i+1:]...)
+	s.values = append(s.values[:i], s.values[i+1:]...)
+	o.set(key, s.encode())
+	return true, nil
+}
+
+// runsMcpvisor reports whether a server entry's command is an mcpvisor
+// executable: this one, or one named mcpvisor.
+func runsMcpvisor(raw json.RawMessage) bool {
+	// Keys match exactly, as the clients read them.
+	var e map[string]json.RawMessage
+	var command string
+	if json.Unmarshal(raw, &e) != nil || json.Unmarshal(e["command"], &command) != nil {
+		return false
+	}
+	if exe, err := os.Executable(); err == nil && command == exe {
+		return true
+	}
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil && command == real {
+			return true
+		}
+	}
+	base := strings.ToLower(filepath.Base(strings.ReplaceAll(command, `\`, "/")))
+	return base == "mcpvisor" || base == "mcpvisor.exe"
+}
