@@ -110,7 +110,11 @@ func clientCmd(args []string, stdio IO) int {
 			writeHelp(stdio.Stdout, "client", nil)
 			return ExitOK
 		}
-		fmt.Fprintf(stdio.Stderr, "mcpvisor client: unknown subcommand %q: it is install or uninstall\n\n%s", termSafe(sub), clientUsage)
+		hint := ""
+		if s := suggest(sub, []string{"install", "uninstall"}); s != "" {
+			hint = fmt.Sprintf("; did you mean %q?", s)
+		}
+		fmt.Fprintf(stdio.Stderr, "mcpvisor client: unknown subcommand %q%s (it is install or uninstall)\n\n%s", termSafe(sub), hint, clientUsage)
 		return ExitUsage
 	}
 	fs := newBareFlags("client "+sub, stdio)

@@ -385,3 +385,24 @@ func TestClientInstallProjectRuns(t *testing.T) {
 	}
 	cs.Close()
 }
+
+// Usage errors say what is wrong and what was meant, and write nothing.
+func TestClientUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		inStderr string
+	}{
+		{[]string{"client"}, "client install|uninstall"},
+		{[]string{"client", "instal", "cursor"}, `did you mean "install"?`},
+		{[]string{"client", "install", "cursr"}, `did you mean "cursor"?`},
+		{[]string{"client", "install"}, "missing argument 1 (CLIENT)"},
+		{[]string{"client", "install", "-name", "", "cursor"}, "-name must be a non-empty name"},
+		{[]string{"client", "install", "-project", "/nonexistent-dir", "cursor"}, "-project /nonexistent-dir is not a directory"},
+		{[]string{"client", "install", "-project", ".", "-file", "x.json", "cursor"}, "-file and -project exclude each other"},
+	} {
+		code, _, errs := run(tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.inStderr) {
+			t.Errorf("%q: exit %d, want 2 with %q:\n%s", tc.args, code, tc.inStderr, errs)
+		}
+	}
+}
