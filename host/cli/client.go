@@ -7,11 +7,11 @@ Design note: writing other clients' configurations.
 Cursor's, VS Code's …), often one holding the user's other servers and,
 for Claude Code, much more. The rules:
 
-  - Nothing but mcpvisor's own entry changes. The file is read as an
-    ordered list of keys with their raw values; every other key, at the
-    top and among the servers, is written back in its order with its
-    value's bytes (numbers, escapes) unchanged; only the whitespace is
-    re-indented.
+  - Nothing but mcpvisor's own entry changes. The file is edited in
+    place: the offsets of the top-level members and of the servers are
+    found with encoding/json's decoder, and only the bytes of mcpvisor's
+    entry (with its separator) are inserted, replaced or cut; every other
+    byte stays as it was. The entry is indented as its neighbours are.
   - A file that is not a JSON object (a syntax error, comments, a
     half-written file) is refused and left untouched, as is one whose
     servers key holds no object.
@@ -185,6 +185,9 @@ func clientCmd(args []string, stdio IO) int {
 		note = fmt.Sprintf("removed %q from %s", *name, path)
 	}
 	out := doc.encode()
+	if !existed && !bytes.HasSuffix(out, []byte("\n")) {
+		out = append(out, '\n')
+	}
 	if *printOnly {
 		stdio.Stdout.Write(out)
 		return ExitOK
@@ -349,32 +352,56 @@ func writeAtomic(path string, data []byte, mode fs.FileMode) error {
 	return nil
 }
 
-// orderedObject is a JSON object as its keys come, each value kept raw.
-type orderedObject struct {
-	keys   []string
-	values []json.RawMessage
+// clientDoc is a client's file, edited in place: an edit replaces the
+// bytes of one member of one object and leaves every other byte as it
+// was.
+type clientDoc struct {
+	data []byte
+	top  *jsonObject
 }
 
-func (o *orderedObject) get(key string) (json.RawMessage, int) {
-	for i, k := range o.keys {
-		if k == key {
-			return o.values[i], i
+// jsonObject is a JSON object's members with their offsets in the file.
+type jsonObject struct {
+	open, close int // offsets of '{' and '}'
+	members     []jsonMember
+}
+
+type jsonMember struct {
+	key                        string
+	keyStart, valStart, valEnd int
+}
+
+func (o *jsonObject) find(key string) int {
+	for i, m := range o.members {
+		if m.key == key {
+			return i
 		}
 	}
-	return nil, -1
+	return -1
 }
 
-// parseOrdered reads a JSON object keeping its key order and raw values.
-func parseOrdered(data []byte) (*orderedObject, error) {
+// parseOrdered reads the file's top-level object.
+func parseOrdered(data []byte) (*clientDoc, error) {
 	if !json.Valid(data) {
 		var v any
 		return nil, errors.New(jsonErrorAt(data, json.Unmarshal(data, &v)))
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
+	top, err := parseObject(data, 0, len(data))
+	if err != nil {
+		return nil, err
+	}
+	return &clientDoc{data: data, top: top}, nil
+}
+
+// parseObject reads the object in data[from:to] (valid JSON), recording
+// where each member's key and value are.
+func parseObject(data []byte, from, to int) (*jsonObject, error) {
+	dec := json.NewDecoder(bytes.NewReader(data[from:to]))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, errors.New("the top level is not an object")
 	}
-	o := &orderedObject{}
+	o := &jsonObject{open: from + int(dec.InputOffset()) - 1}
+	pos := from + int(dec.InputOffset())
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
@@ -384,103 +411,202 @@ func parseOrdered(data []byte) (*orderedObject, error) {
 		if err := dec.Decode(&v); err != nil {
 			return nil, err
 		}
-		k := t.(string)
-		if _, i := o.get(k); i >= 0 {
-			// Which duplicate a client honours is its own affair; rewriting
+		key := t.(string)
+		if o.find(key) >= 0 {
+			// Which duplicate a client honours is its own affair; an edit
 			// would silently pick one.
-			return nil, fmt.Errorf("the key %q appears twice", termSafe(k))
+			return nil, fmt.Errorf("the key %q appears twice", termSafe(key))
 		}
-		o.keys = append(o.keys, k)
-		o.values = append(o.values, v)
+		keyStart := pos
+		for keyStart < to && data[keyStart] != '"' {
+			keyStart++ // whitespace and the comma
+		}
+		end := from + int(dec.InputOffset())
+		o.members = append(o.members, jsonMember{key: key, keyStart: keyStart, valStart: end - len(v), valEnd: end})
+		pos = end
 	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	o.close = from + int(dec.InputOffset()) - 1
 	return o, nil
 }
 
-// encode writes the object back, two-space indented, with a final newline.
-func (o *orderedObject) encode() []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, k := range o.keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		kb, _ := json.Marshal(k)
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(o.values[i])
-	}
-	b.WriteByte('}')
-	var out bytes.Buffer
-	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
-		// The parts were valid JSON; this cannot happen.
-		panic(err)
-	}
-	out.WriteByte('\n')
-	return out.Bytes()
+// splice replaces data[start:end] with b.
+func (d *clientDoc) splice(start, end int, b []byte) {
+	d.data = append(append(append([]byte{}, d.data[:start]...), b...), d.data[end:]...)
 }
 
-// servers returns the object under key (an empty one when absent).
-func (o *orderedObject) servers(key string) (*orderedObject, error) {
-	raw, i := o.get(key)
+// indentOf is the indentation of the line holding offset i.
+func (d *clientDoc) indentOf(i int) string {
+	line := bytes.LastIndexByte(d.data[:i], '\n') + 1
+	j := line
+	for j < i && (d.data[j] == ' ' || d.data[j] == '\t') {
+		j++
+	}
+	return string(d.data[line:j])
+}
+
+// unit is the file's indentation step: its first member's indentation,
+// or two spaces.
+func (d *clientDoc) unit() string {
+	if len(d.top.members) > 0 {
+		if u := d.indentOf(d.top.members[0].keyStart); u != "" && bytes.ContainsRune(d.data[d.top.open:d.top.members[0].keyStart], '\n') {
+			return u
+		}
+	}
+	return "  "
+}
+
+// format is v as JSON, its lines after the first indented by prefix; on
+// one line when the file is written on one line.
+func (d *clientDoc) format(v any, prefix string) []byte {
+	var b []byte
+	var err error
+	if d.compact() {
+		b, err = json.Marshal(v)
+	} else {
+		b, err = json.MarshalIndent(v, prefix, d.unit())
+	}
+	if err != nil {
+		// v is a map of raw JSON this file produced; this cannot happen.
+		panic(err)
+	}
+	return b
+}
+
+// addMember appends "key": value to the object o, after its last member
+// and separated as its members are.
+func (d *clientDoc) addMember(o *jsonObject, key string, value func(prefix string) []byte) {
+	k, _ := json.Marshal(key)
+	if n := len(o.members); n > 0 {
+		last := o.members[n-1]
+		// The whitespace before the last key, without its comma.
+		gap := bytes.ReplaceAll(d.data[o.members[n-1].keyStart-countSpace(d.data, last.keyStart):last.keyStart], []byte(","), nil)
+		indent := d.indentOf(last.keyStart)
+		var b bytes.Buffer
+		b.WriteByte(',')
+		b.Write(gap)
+		b.Write(k)
+		b.WriteString(d.colon())
+		b.Write(value(indent))
+		d.splice(last.valEnd, last.valEnd, b.Bytes())
+		return
+	}
+	outer := d.indentOf(o.open)
+	inner := outer + d.unit()
+	open, close := "{\n"+inner, "\n"+outer+"}"
+	if d.compact() {
+		open, close = "{", "}"
+	}
+	var b bytes.Buffer
+	b.WriteString(open)
+	b.Write(k)
+	b.WriteString(d.colon())
+	b.Write(value(inner))
+	b.WriteString(close)
+	d.splice(o.open, o.close+1, b.Bytes())
+}
+
+// compact reports whether the file's top-level object is on one line.
+// An empty one ({}: a new file) is not: a new file is indented.
+func (d *clientDoc) compact() bool {
+	return len(d.top.members) > 0 && !bytes.ContainsRune(d.data[d.top.open:d.top.close], '\n')
+}
+
+// colon separates a key from its value, as the file writes it.
+func (d *clientDoc) colon() string {
+	if d.compact() {
+		return ":"
+	}
+	return ": "
+}
+
+// countSpace counts the whitespace bytes just before i.
+func countSpace(data []byte, i int) int {
+	n := 0
+	for i-n > 0 && strings.IndexByte(" \t\r\n", data[i-n-1]) >= 0 {
+		n++
+	}
+	return n
+}
+
+// removeMember deletes member i of o with its separator.
+func (d *clientDoc) removeMember(o *jsonObject, i int) {
+	switch {
+	case len(o.members) == 1:
+		d.splice(o.open+1, o.close, nil)
+	case i > 0:
+		d.splice(o.members[i-1].valEnd, o.members[i].valEnd, nil)
+	default:
+		d.splice(o.members[0].keyStart, o.members[1].keyStart, nil)
+	}
+}
+
+func (d *clientDoc) encode() []byte { return d.data }
+
+// servers is the object under key, nil when the file has none.
+func (d *clientDoc) servers(key string) (*jsonObject, error) {
+	i := d.top.find(key)
 	if i < 0 {
-		for _, k := range o.keys {
-			if strings.EqualFold(k, key) {
-				return nil, fmt.Errorf("the key %q is not %q (clients match keys exactly); rename it first", termSafe(k), key)
+		for _, m := range d.top.members {
+			if strings.EqualFold(m.key, key) {
+				return nil, fmt.Errorf("the key %q is not %q (clients match keys exactly); rename it first", termSafe(m.key), key)
 			}
 		}
-		return &orderedObject{}, nil
+		return nil, nil
 	}
-	s, err := parseOrdered(raw)
-	if err != nil || bytes.TrimSpace(raw)[0] != '{' {
+	m := d.top.members[i]
+	if d.data[m.valStart] != '{' {
 		return nil, fmt.Errorf("%q is not an object of servers; it is left untouched", key)
+	}
+	s, err := parseObject(d.data, m.valStart, m.valEnd)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %v", key, err)
 	}
 	return s, nil
 }
 
-func (o *orderedObject) set(key string, v json.RawMessage) {
-	if _, i := o.get(key); i >= 0 {
-		o.values[i] = v
-		return
-	}
-	o.keys = append(o.keys, key)
-	o.values = append(o.values, v)
-}
-
 // setServer sets servers[name] = entry, refusing to replace an entry
 // that does not run mcpvisor.
-func (o *orderedObject) setServer(key, name string, entry json.RawMessage) (bool, error) {
-	s, err := o.servers(key)
+func (d *clientDoc) setServer(key, name string, entry json.RawMessage) (bool, error) {
+	s, err := d.servers(key)
 	if err != nil {
 		return false, err
 	}
-	old, i := s.get(name)
-	if i >= 0 && !runsMcpvisor(old) {
-		return false, fmt.Errorf("the entry %q does not run mcpvisor; it is left as it is: pick another name with -name", termSafe(name))
+	if s == nil {
+		d.addMember(d.top, key, func(prefix string) []byte {
+			return d.format(map[string]json.RawMessage{name: entry}, prefix)
+		})
+		return false, nil
 	}
-	s.set(name, entry)
-	o.set(key, s.encode())
-	return i >= 0, nil
+	if i := s.find(name); i >= 0 {
+		m := s.members[i]
+		if !runsMcpvisor(d.data[m.valStart:m.valEnd]) {
+			return false, fmt.Errorf("the entry %q does not run mcpvisor; it is left as it is: pick another name with -name", termSafe(name))
+		}
+		d.splice(m.valStart, m.valEnd, d.format(entry, d.indentOf(m.keyStart)))
+		return true, nil
+	}
+	d.addMember(s, name, func(prefix string) []byte { return d.format(entry, prefix) })
+	return false, nil
 }
 
 // removeServer deletes servers[name] if it runs mcpvisor.
-func (o *orderedObject) removeServer(key, name string) (bool, error) {
-	if _, i := o.get(key); i < 0 {
-		return false, nil
-	}
-	s, err := o.servers(key)
-	if err != nil {
+func (d *clientDoc) removeServer(key, name string) (bool, error) {
+	s, err := d.servers(key)
+	if err != nil || s == nil {
 		return false, err
 	}
-	old, i := s.get(name)
+	i := s.find(name)
 	if i < 0 {
 		return false, nil
 	}
-	if !runsMcpvisor(old) {
+	m := s.members[i]
+	if !runsMcpvisor(d.data[m.valStart:m.valEnd]) {
 		return false, fmt.Errorf("the entry %q does not run mcpvisor; it is left as it is (remove it in the client)", termSafe(name))
 	}
-	s.keys = append(s.keys[:i], s.keys[i+1:]...)
-	s.values = append(s.values[:i], s.values[i+1:]...)
-	o.set(key, s.encode())
+	d.removeMember(s, i)
 	return true, nil
 }
 
