@@ -399,3 +399,45 @@ func TestClientUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// A client file that is a symlink (a dotfiles checkout) stays a symlink:
+// the file it points at is edited, with its mode.
+func TestClientInstallFollowsSymlink(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symlinks need privileges on Windows")
+	}
+	home := t.TempDir()
+	cfg := filepath.Join(home, "config.hcl")
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(home, "dotfiles", "windsurf.json")
+	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	orig := []byte("{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"a\"}\n  }\n}\n")
+	if err := os.WriteFile(target, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(home, ".codeium", "windsurf", "mcp_config.json")
+	if err := os.MkdirAll(filepath.Dir(link), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runIn(t, home, "client", "install", "-config", cfg, "windsurf"); code != 0 {
+		t.Fatalf("install: exit %d\n%s", code, errs)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("%s is no longer a symlink: %v", link, err)
+	}
+	got, err := os.ReadFile(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := serversOf(t, got, "mcpServers")["mcpvisor"]; !ok {
+		t.Errorf("the symlink's target lacks the entry:\n%s", got)
+	}
+	assertFile(t, target+".bak", orig)
+}
