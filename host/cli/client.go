@@ -46,6 +46,8 @@ const maxClientConfigBytes = 64 << 20
 
 // mcpClient is a client `client install` knows.
 type mcpClient struct {
+	// title is the client's name as its users know it.
+	title string
 	// key is the top-level key holding the servers: "mcpServers", or
 	// "servers" for VS Code.
 	key string
@@ -61,11 +63,11 @@ type mcpClient struct {
 var clientNames = []string{"claude-desktop", "claude-code", "cursor", "vscode", "windsurf"}
 
 var mcpClients = map[string]mcpClient{
-	"claude-desktop": {key: "mcpServers", userFile: inConfigDir("Claude", "claude_desktop_config.json")},
-	"claude-code":    {key: "mcpServers", typed: true, userFile: inHome(".claude.json"), projectFile: ".mcp.json"},
-	"cursor":         {key: "mcpServers", userFile: inHome(".cursor", "mcp.json"), projectFile: filepath.Join(".cursor", "mcp.json")},
-	"vscode":         {key: "servers", typed: true, userFile: inConfigDir("Code", "User", "mcp.json"), projectFile: filepath.Join(".vscode", "mcp.json")},
-	"windsurf":       {key: "mcpServers", userFile: inHome(".codeium", "windsurf", "mcp_config.json")},
+	"claude-desktop": {title: "Claude Desktop", key: "mcpServers", userFile: inConfigDir("Claude", "claude_desktop_config.json")},
+	"claude-code":    {title: "Claude Code", key: "mcpServers", typed: true, userFile: inHome(".claude.json"), projectFile: ".mcp.json"},
+	"cursor":         {title: "Cursor", key: "mcpServers", userFile: inHome(".cursor", "mcp.json"), projectFile: filepath.Join(".cursor", "mcp.json")},
+	"vscode":         {title: "VS Code", key: "servers", typed: true, userFile: inConfigDir("Code", "User", "mcp.json"), projectFile: filepath.Join(".vscode", "mcp.json")},
+	"windsurf":       {title: "Windsurf", key: "mcpServers", userFile: inHome(".codeium", "windsurf", "mcp_config.json")},
 }
 
 // inConfigDir is a file under the OS's per-user configuration directory:
@@ -153,7 +155,7 @@ func clientCmd(args []string, stdio IO) int {
 	}
 	doc, err := parseOrdered(data)
 	if err != nil {
-		return fail(ExitRuntime, "%s is not a JSON object (%s); it is left untouched: fix it, or add the entry by hand (-print shows it)", termSafe(path), err)
+		return fail(ExitRuntime, "%s is not a JSON object (%s); it is left untouched: fix it, or add the entry by hand (\"mcpvisor client %s -print -file new.json %s\" prints it)", termSafe(path), err, sub, clientName)
 	}
 
 	var note string
@@ -200,7 +202,7 @@ func clientCmd(args []string, stdio IO) int {
 	if backup != "" {
 		fmt.Fprintf(stdio.Stderr, " (the previous file is in %s)", termSafe(backup))
 	}
-	fmt.Fprintf(stdio.Stderr, "\nRestart %s to apply it.\n", clientName)
+	fmt.Fprintf(stdio.Stderr, "\nRestart %s (or reload its MCP servers) to apply it.\n", c.title)
 	return ExitOK
 }
 
@@ -277,7 +279,7 @@ func readClientFile(path string) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	if len(data) > maxClientConfigBytes {
-		return nil, false, fmt.Errorf("%s is larger than %d MiB; it is left untouched: add the entry by hand (-print shows it)", termSafe(path), maxClientConfigBytes>>20)
+		return nil, false, fmt.Errorf("%s is larger than %d MiB; it is left untouched: add the entry by hand (-print -file new.json prints it)", termSafe(path), maxClientConfigBytes>>20)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		// An empty file (a client creates one) holds no entries yet.
