@@ -289,6 +289,8 @@ func TestClientInstallRefuses(t *testing.T) {
 		{"array", `[1, 2]`, "not a JSON object"},
 		{"servers not an object", `{"mcpServers": ["a"]}`, "not an object of servers"},
 		{"key case", `{"MCPServers": {}}`, `"MCPServers" is not "mcpServers"`},
+		{"duplicate key", `{"mcpServers": {}, "mcpServers": {"a": {"command": "x"}}}`, `"mcpServers" appears twice`},
+		{"duplicate server", `{"mcpServers": {"mcpvisor": {"command": "mcpvisor"}, "mcpvisor": {"command": "x"}}}`, `"mcpvisor" appears twice`},
 		{"foreign entry", `{"mcpServers": {"mcpvisor": {"command": "/usr/bin/something-else"}}}`, "does not run mcpvisor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
