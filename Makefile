@@ -2,6 +2,7 @@
 #
 #   make run     build, then serve config.hcl (streamable HTTP at http://127.0.0.1:8811/mcp)
 #   make test    build, install the npm peers, vet, gofmt check, all tests with -race
+#   make dist    release binaries for every platform into dist/, with SHA256SUMS
 #
 # Plain POSIX make syntax apart from $(CURDIR); recipes are /bin/sh.
 
@@ -22,7 +23,7 @@ E2E_ENV = MCPVISOR_E2E=1 MCPVISOR_NPM_DIR=$(NPM_DIR) MCPVISOR_BIN_DIR=$(CURDIR)/
 # Go files gofmt must accept: everything but caches, build output and npm trees.
 GOFILES_CMD = find . \( -path ./.cache -o -path ./.git -o -path ./$(BIN_DIR) -o -name node_modules \) -prune -o -name '*.go' -type f -print
 
-.PHONY: all build mcpvisor examples plugins run test e2e bench fuzz npm-tools system-tools vet fmt fmt-check lint clean distclean
+.PHONY: all build mcpvisor examples plugins run test e2e bench fuzz npm-tools system-tools vet fmt fmt-check lint clean distclean dist
 
 all: build
 
@@ -50,6 +51,46 @@ plugins:
 	  echo "$(GO) build -o $(BIN_DIR)/mcpvisor-transport-$$name ./$$d"; \
 	  $(GO) build -o "$(BIN_DIR)/mcpvisor-transport-$$name" "./$$d" || exit 1; \
 	done
+
+# Release builds: mcpvisor and the first-party transport plugins
+# (plugins/<name>/ with a main package, not plugins/internal) for every
+# DIST_TARGETS platform, as static binaries (CGO off, -trimpath), into
+# DIST_DIR/mcpvisor_<version>_<os>_<arch>/, plus a .tar.gz (.zip for
+# windows) of each and DIST_DIR/SHA256SUMS over the archives and binaries
+# (check with `sha256sum -c SHA256SUMS`). VERSION defaults to
+# `git describe --tags --always --dirty`, COMMIT to `git rev-parse HEAD`;
+# both are stamped into host.Version and host.Commit, which
+# `mcpvisor version` prints. The container image builds from source:
+#   docker build -f examples/deploy/Dockerfile --build-arg VERSION=... --build-arg COMMIT=... -t mcpvisor .
+DIST_DIR     ?= dist
+DIST_TARGETS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+dist:
+	@set -e; \
+	version="$(VERSION)"; [ -n "$$version" ] || version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev); \
+	commit="$(COMMIT)"; [ -n "$$commit" ] || commit=$$(git rev-parse HEAD 2>/dev/null || echo unknown); \
+	ldflags="-s -w -X github.com/mcpvisor/mcpvisor/host.Version=$$version -X github.com/mcpvisor/mcpvisor/host.Commit=$$commit"; \
+	if command -v sha256sum >/dev/null 2>&1; then sum="sha256sum"; else sum="shasum -a 256"; fi; \
+	rm -rf "$(DIST_DIR)"; mkdir -p "$(DIST_DIR)"; \
+	for t in $(DIST_TARGETS); do \
+	  os=$${t%/*}; arch=$${t#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+	  name=mcpvisor_$${version}_$${os}_$${arch}; out="$(DIST_DIR)/$$name"; \
+	  echo "GOOS=$$os GOARCH=$$arch $(GO) build -o $$out/mcpvisor$$ext ."; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$$ldflags" -o "$$out/mcpvisor$$ext" .; \
+	  for d in plugins/*/; do \
+	    d=$${d%/}; p=$${d##*/}; \
+	    [ "$$($(GO) list -e -f '{{.Name}}' "./$$d" 2>/dev/null)" = main ] || continue; \
+	    echo "GOOS=$$os GOARCH=$$arch $(GO) build -o $$out/mcpvisor-transport-$$p$$ext ./$$d"; \
+	    CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$$ldflags" -o "$$out/mcpvisor-transport-$$p$$ext" "./$$d"; \
+	  done; \
+	  cp README.md "$$out/"; \
+	  if [ "$$os" = windows ]; then \
+	    if command -v zip >/dev/null 2>&1; then (cd "$(DIST_DIR)" && zip -qr "$$name.zip" "$$name"); fi; \
+	  else \
+	    (cd "$(DIST_DIR)" && tar -czf "$$name.tar.gz" "$$name"); \
+	  fi; \
+	done; \
+	(cd "$(DIST_DIR)" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort | xargs $$sum > SHA256SUMS); \
+	echo "$(DIST_DIR)/SHA256SUMS: mcpvisor $$version ($$commit)"
 
 run: build
 	./$(BIN_DIR)/mcpvisor run -config $(CONFIG)
@@ -109,7 +150,7 @@ fuzz:
 	done
 
 clean:
-	rm -rf $(BIN_DIR)
+	rm -rf $(BIN_DIR) $(DIST_DIR)
 
 # Also drops the npm peers; the next test run downloads them again.
 distclean: clean

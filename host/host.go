@@ -52,6 +52,10 @@ import (
 // Version is mcpvisor's version, reported to upstreams and downstreams.
 var Version = "0.1.0-dev"
 
+// Commit is the git commit mcpvisor was built from; `make dist` stamps it
+// (with Version) through -ldflags -X. Empty in other builds.
+var Commit = ""
+
 // ErrUnknownServer is wrapped by errors naming a server no block declares.
 var ErrUnknownServer = errors.New("unknown server")
 

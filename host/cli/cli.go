@@ -9,6 +9,7 @@
 //	revive      ask a parked server to try again now
 //	restart     replace a server with a fresh process
 //	import      turn a Claude Desktop / .mcp.json / Cursor config into HCL
+//	client      install mcpvisor into a desktop client's MCP config
 //	login       log in to an OAuth server
 //	logout      forget an OAuth server's tokens
 //	plugins     plugins lock: record each plugin binary's SHA-256
@@ -124,6 +125,8 @@ func dispatch(cmd string, rest []string, stdio IO) int {
 		return controlCmd(cmd, rest, stdio)
 	case "import":
 		return importCmd(rest, stdio)
+	case "client":
+		return clientCmd(rest, stdio)
 	case "login":
 		return loginCmd(rest, stdio)
 	case "logout":
@@ -137,7 +140,7 @@ func dispatch(cmd string, rest []string, stdio IO) int {
 			writeHelp(stdio.Stdout, "version", nil)
 			return ExitOK
 		}
-		fmt.Fprintf(stdio.Stdout, "mcpvisor %s\n", host.Version)
+		fmt.Fprint(stdio.Stdout, versionLine())
 		return ExitOK
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdio.Stdout, usage())

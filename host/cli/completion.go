@@ -53,6 +53,8 @@ _mcpvisor() {
 			words = []string{"bash", "zsh", "fish"}
 		case "plugins":
 			words = append([]string{"lock"}, words...)
+		case "client":
+			words = append(append([]string{"install", "uninstall"}, clientNames...), words...)
 		}
 		files := ""
 		if name == "import" {
@@ -81,6 +83,8 @@ func writeZshCompletion(w io.Writer) {
 			words = []string{"bash", "zsh", "fish"}
 		case "plugins":
 			words = append([]string{"lock"}, words...)
+		case "client":
+			words = append(append([]string{"install", "uninstall"}, clientNames...), words...)
 		}
 		fmt.Fprintf(w, "    %s) compadd -- %s; _files ;;\n", name, strings.Join(words, " "))
 	}
@@ -102,6 +106,7 @@ func writeFishCompletion(w io.Writer) {
 	fmt.Fprint(w, "complete -c mcpvisor -n '__fish_seen_subcommand_from completion' -f -a 'bash zsh fish'\n")
 	fmt.Fprintf(w, "complete -c mcpvisor -n '__fish_seen_subcommand_from help' -f -a %s\n", fishQuote(strings.Join(commandOrder, " ")))
 	fmt.Fprint(w, "complete -c mcpvisor -n '__fish_seen_subcommand_from plugins' -f -a lock\n")
+	fmt.Fprintf(w, "complete -c mcpvisor -n '__fish_seen_subcommand_from client' -f -a %s\n", fishQuote("install uninstall "+strings.Join(clientNames, " ")))
 }
 
 // zshQuote and fishQuote single-quote s for the shell.

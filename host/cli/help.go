@@ -26,7 +26,7 @@ type command struct {
 }
 
 // commandOrder is the order `mcpvisor help` lists the commands in.
-var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "import", "login", "logout", "plugins", "completion", "version", "help"}
+var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "import", "client", "login", "logout", "plugins", "completion", "version", "help"}
 
 // commands describes every command; Run dispatches them.
 var commands = map[string]command{
@@ -87,6 +87,16 @@ var commands = map[string]command{
 			"listed on stderr, with renamed and disabled servers.",
 		examples: []string{`mcpvisor import ~/Library/Application\ Support/Claude/claude_desktop_config.json > config.hcl`},
 	},
+	"client": {
+		summary:  "install mcpvisor into (or uninstall it from) a desktop client's MCP config",
+		synopsis: "mcpvisor client install|uninstall [-config FILE] [-name NAME] [-project DIR | -file FILE] [-print] CLIENT",
+		args:     "CLIENT  claude-desktop, claude-code, cursor, vscode or windsurf",
+		about: "install adds an entry (named mcpvisor) that runs this executable as `mcpvisor run --stdio\n" +
+			"-config FILE`, both as absolute paths, keeping every other entry and key of the client's file;\n" +
+			"the previous file is kept as FILE.bak. uninstall removes that entry only. A file that is not\n" +
+			"valid JSON is never rewritten. Where each client's file is: docs/clients.md.",
+		examples: []string{"mcpvisor client install -config ~/mcp/config.hcl claude-desktop", "mcpvisor client install -print cursor", "mcpvisor client install -project . vscode", "mcpvisor client uninstall claude-desktop"},
+	},
 	"login": {
 		summary:  "log in to an OAuth server",
 		synopsis: "mcpvisor login [-config FILE] [-no-browser] SERVER",
@@ -112,7 +122,7 @@ var commands = map[string]command{
 		examples: []string{"mcpvisor completion bash > ~/.local/share/bash-completion/completions/mcpvisor", "source <(mcpvisor completion bash)", "mcpvisor completion zsh > \"${fpath[1]}/_mcpvisor\"", "mcpvisor completion fish > ~/.config/fish/completions/mcpvisor.fish"},
 	},
 	"version": {
-		summary:  "print the version",
+		summary:  "print the version, commit and Go version",
 		synopsis: "mcpvisor version",
 		examples: []string{"mcpvisor version"},
 	},
@@ -272,6 +282,9 @@ func flagsOf(name string) []string {
 	args := []string{name, "-h"}
 	if name == "plugins" {
 		args = []string{"plugins", "lock", "-h"}
+	}
+	if name == "client" {
+		args = []string{"client", "install", "-h"}
 	}
 	Run(args, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: io.Discard})
 	var flags []string
