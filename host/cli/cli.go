@@ -9,6 +9,8 @@
 //	revive      ask a parked server to try again now
 //	restart     replace a server with a fresh process
 //	import      turn a Claude Desktop / .mcp.json / Cursor config into HCL
+//	add         add a server block to the config and reload running hosts
+//	remove      remove a server block and reload running hosts
 //	login       log in to an OAuth server
 //	logout      forget an OAuth server's tokens
 //	plugins     plugins lock: record each plugin binary's SHA-256
@@ -124,6 +126,10 @@ func dispatch(cmd string, rest []string, stdio IO) int {
 		return controlCmd(cmd, rest, stdio)
 	case "import":
 		return importCmd(rest, stdio)
+	case "add":
+		return addCmd(rest, stdio)
+	case "remove":
+		return removeCmd(rest, stdio)
 	case "login":
 		return loginCmd(rest, stdio)
 	case "logout":
