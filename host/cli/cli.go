@@ -403,7 +403,10 @@ func runCmd(args []string, stdio IO) int {
 	// otherwise see an empty catalog. Slow servers join later through
 	// list_changed; the wait is bounded so one never holds up the rest.
 	settleCtx, settleCancel := context.WithTimeout(ctx, startupSettle)
-	if err := h.WaitSettled(settleCtx); err != nil && ctx.Err() == nil {
+	stopProgress := showStartup(stdio.Stderr, h) // a terminal only (progress.go)
+	err = h.WaitSettled(settleCtx)
+	stopProgress()
+	if err != nil && ctx.Err() == nil {
 		logger.Warn("some servers are still starting; serving anyway", "waited", startupSettle)
 	}
 	settleCancel()
