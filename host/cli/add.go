@@ -101,7 +101,7 @@ func addCmd(args []string, stdio IO) int {
 	var envs, headers repeated
 	fs.Var(&envs, "env", "pass the environment variable `NAME` to the server (repeatable); written as env(\"NAME\"), never its value")
 	fs.Var(&headers, "header", "send the HTTP header `'Name: value'` (repeatable); $VAR or ${VAR} in the value is read from the environment")
-	oauth := fs.Bool("oauth", false, "log in with OAuth (adds an oauth {} block; then run `mcpvisor login NAME`)")
+	oauth := fs.Bool("oauth", false, "log in with OAuth (adds an oauth {} block; then run: mcpvisor login NAME)")
 	transport := fs.String("transport", "", "with a URL: `sse` for a server that only speaks the legacy HTTP+SSE transport")
 
 	var command []string

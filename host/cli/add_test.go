@@ -272,3 +272,51 @@ func TestAddEnvWritesNoValue(t *testing.T) {
 		t.Errorf("validate: exit %d\nstdout: %s\nstderr: %s", code, out, errb)
 	}
 }
+
+// TestReloadEndpointRefusesInvalidFile: POST /control/reload of a running
+// host whose file became invalid answers 422 with the error and keeps the
+// servers it runs; once the file is valid again it reports what changed.
+func TestReloadEndpointRefusesInvalidFile(t *testing.T) {
+	env := addEnv(t)
+	addr := freePort(t)
+	path := filepath.Join(t.TempDir(), "config.hcl")
+	orig := fmt.Sprintf(addConfigHead, addr, echoBin)
+	if err := os.WriteFile(path, []byte(orig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startRun(t, env, path, addr)
+	reload := func() (int, string) {
+		t.Helper()
+		resp, err := http.Post("http://"+addr+"/control/reload", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if err := os.WriteFile(path, []byte(orig+"server \"broken\" {\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := reload(); code != http.StatusUnprocessableEntity || !strings.Contains(body, "Unclosed configuration block") {
+		t.Errorf("reload of an invalid file: %d %s, want 422 naming the error", code, body)
+	}
+	// The file is invalid, so ask the host itself for its tools.
+	resp, err := http.Get("http://" + addr + "/tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools bytes.Buffer
+	tools.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(tools.String(), "first__echo") {
+		t.Errorf("the host's tools after the refused reload: %s, want first__echo still there", tools.String())
+	}
+	if err := os.WriteFile(path, []byte(orig+fmt.Sprintf("server \"second\" {\n  command = %q\n}\n", echoBin)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := reload(); code != http.StatusOK || !strings.Contains(body, `"added":["second"]`) {
+		t.Errorf("reload of a valid file: %d %s, want 200 adding second", code, body)
+	}
+}
