@@ -132,6 +132,8 @@ func (h *Host) Handler() http.Handler {
 		})
 		mux.HandleFunc("POST /control/revive", h.control(h.Revive))
 		mux.HandleFunc("POST /control/restart", h.control(h.Restart))
+		// `mcpvisor add` and `remove` (reloadcontrol.go).
+		mux.HandleFunc("POST /control/reload", h.serveReload)
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 			h.readyzAsked.Store(true)
 			rep := h.Readiness()

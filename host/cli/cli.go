@@ -9,6 +9,8 @@
 //	revive      ask a parked server to try again now
 //	restart     replace a server with a fresh process
 //	import      turn a Claude Desktop / .mcp.json / Cursor config into HCL
+//	add         add a server block to the config and reload running hosts
+//	remove      remove a server block and reload running hosts
 //	client      install mcpvisor into a desktop client's MCP config
 //	login       log in to an OAuth server
 //	logout      forget an OAuth server's tokens
@@ -125,6 +127,10 @@ func dispatch(cmd string, rest []string, stdio IO) int {
 		return controlCmd(cmd, rest, stdio)
 	case "import":
 		return importCmd(rest, stdio)
+	case "add":
+		return addCmd(rest, stdio)
+	case "remove":
+		return removeCmd(rest, stdio)
 	case "client":
 		return clientCmd(rest, stdio)
 	case "login":
@@ -400,7 +406,10 @@ func runCmd(args []string, stdio IO) int {
 	// otherwise see an empty catalog. Slow servers join later through
 	// list_changed; the wait is bounded so one never holds up the rest.
 	settleCtx, settleCancel := context.WithTimeout(ctx, startupSettle)
-	if err := h.WaitSettled(settleCtx); err != nil && ctx.Err() == nil {
+	stopProgress := showStartup(stdio.Stderr, h) // a terminal only (progress.go)
+	err = h.WaitSettled(settleCtx)
+	stopProgress()
+	if err != nil && ctx.Err() == nil {
 		logger.Warn("some servers are still starting; serving anyway", "waited", startupSettle)
 	}
 	settleCancel()

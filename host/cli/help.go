@@ -26,7 +26,7 @@ type command struct {
 }
 
 // commandOrder is the order `mcpvisor help` lists the commands in.
-var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "import", "client", "login", "logout", "plugins", "completion", "version", "help"}
+var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "add", "remove", "import", "client", "login", "logout", "plugins", "completion", "version", "help"}
 
 // commands describes every command; Run dispatches them.
 var commands = map[string]command{
@@ -78,6 +78,31 @@ var commands = map[string]command{
 		args:     "SERVER  the server block's name, as `mcpvisor status` lists it",
 		about:    "The new process starts beside the old one, which finishes its calls in flight.",
 		examples: []string{"mcpvisor restart github"},
+	},
+	"add": {
+		summary:  "add a server to the configuration and to the running hosts",
+		synopsis: "mcpvisor add [-config FILE] NAME [-env NAME]… -- COMMAND [ARGS…]\n       mcpvisor add [-config FILE] NAME URL [-header 'Name: value']… [-oauth] [-transport sse]",
+		args: "NAME     the server block's name (its tools are exposed as NAME__TOOL)\n" +
+			"COMMAND  the server to run over stdio, after \"--\", with its arguments\n" +
+			"URL      the http:// or https:// address of a remote server",
+		about: "Appends a server block to the file (created when missing), keeping the rest byte for byte,\n" +
+			"checks the result and replaces the file only when it is valid, then asks every running host\n" +
+			"serving it to reload and waits for the server to be ready. Secrets stay out of the file:\n" +
+			"-env NAME writes env(\"NAME\") (a value, -env NAME=VALUE, is refused), and a header value\n" +
+			"names variables as $VAR or ${VAR}; a credential header with a literal value is refused.",
+		examples: []string{
+			"mcpvisor add fs -- npx -y @modelcontextprotocol/server-filesystem ~/src",
+			"mcpvisor add github -env GITHUB_PERSONAL_ACCESS_TOKEN -- npx -y @modelcontextprotocol/server-github",
+			"mcpvisor add notion https://mcp.notion.com/mcp -oauth",
+			"mcpvisor add api https://api.example.com/mcp -header 'Authorization: Bearer ${API_TOKEN}'",
+		},
+	},
+	"remove": {
+		summary:  "remove a server from the configuration and from the running hosts",
+		synopsis: "mcpvisor remove [-config FILE] NAME",
+		args:     "NAME  the server block's name",
+		about:    "Deletes the block (and the comment lines just above it), keeping the rest of the file byte\nfor byte, then asks every running host serving it to reload: the server stops.",
+		examples: []string{"mcpvisor remove github"},
 	},
 	"import": {
 		summary:  "turn a Claude Desktop / .mcp.json / Cursor config into config.hcl",

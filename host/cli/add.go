@@ -1,0 +1,593 @@
+package cli
+
+/*
+Design note: `mcpvisor add` and `mcpvisor remove` edit the file a person owns.
+
+The file is theirs: comments, alignment and order stay byte for byte. `add`
+appends one server block, built with hclwrite and formatted on its own, to
+the bytes as they are; `remove` deletes one block (with the comment lines
+just above it, which hclwrite counts as the block's) through hclwrite, which
+leaves every other token untouched. The result is written to a temporary
+file beside the original, with its mode, and loaded as `run` would load it;
+only a valid result replaces the file, by rename, so a reader (a running
+host on SIGHUP, an editor) never sees half a file, and a refused edit
+leaves the file byte-identical.
+
+Secrets never go into the file: `-env NAME` writes NAME = env("NAME"), and a
+value given on the command line (-env NAME=VALUE) is refused rather than
+silently dropped, since the server would then start without it. A header
+value may name variables ($NAME or ${NAME}), written as env("NAME"); a header
+whose name says it carries a credential (Authorization, Cookie, *token*,
+*key*, *secret*, …) is refused when its value is a literal.
+
+Then every running host serving the file is asked to reload it through its
+control socket (POST /control/reload, behind the socket's checks and the
+bearer token), and `add` waits, bounded, for the new server to come up and
+says what it is waiting for.
+*/
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/mcpvisor/mcpvisor/host"
+	"github.com/mcpvisor/mcpvisor/host/config"
+)
+
+// addReadyWait bounds how long `add` waits for the new server to be ready
+// in a running host; a server slower than that keeps starting there, and
+// `mcpvisor status` shows when it is.
+const addReadyWait = 60 * time.Second
+
+// addPollEvery is how often `add` asks a running host for the new server's
+// state while it waits.
+const addPollEvery = 200 * time.Millisecond
+
+// envVarName is what an environment variable reference may be called.
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// headerVarRef finds the variable references of a header value: ${NAME} or $NAME.
+var headerVarRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
+
+// serverName is a name `add` gives a server block.
+var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// credentialHeader matches header names whose value is a credential.
+var credentialHeader = regexp.MustCompile(`(?i)^(authorization|proxy-authorization|cookie)$|token|key|secret|auth|passw|session|credential`)
+
+// serverSpec is the server block `add` writes.
+type serverSpec struct {
+	name      string
+	command   string   // stdio
+	args      []string // stdio
+	env       []string // variable names, stdio
+	url       string   // HTTP
+	transport string   // HTTP: "" or "sse"
+	headers   []headerSpec
+	oauth     bool
+}
+
+// headerSpec is one -header: its value's literal text and variable
+// references, in order.
+type headerSpec struct {
+	name  string
+	value string
+}
+
+// repeated is a flag given any number of times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ", ") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+func addCmd(args []string, stdio IO) int {
+	fs, path := newFlags("add", stdio)
+	var envs, headers repeated
+	fs.Var(&envs, "env", "pass the environment variable `NAME` to the server (repeatable); written as env(\"NAME\"), never its value")
+	fs.Var(&headers, "header", "send the HTTP header `'Name: value'` (repeatable); $VAR or ${VAR} in the value is read from the environment")
+	oauth := fs.Bool("oauth", false, "log in with OAuth (adds an oauth {} block; then run: mcpvisor login NAME)")
+	transport := fs.String("transport", "", "with a URL: `sse` for a server that only speaks the legacy HTTP+SSE transport")
+
+	var command []string
+	hasCommand := false
+	for i, a := range args {
+		if a == "--" {
+			args, command, hasCommand = args[:i], args[i+1:], true
+			break
+		}
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor add: "+format+"\nRun \"mcpvisor help add\" for its arguments, options and examples.\n", a...)
+		return ExitUsage
+	}
+	spec := serverSpec{oauth: *oauth, transport: *transport}
+	switch {
+	case len(pos) > 0 && !serverName.MatchString(pos[0]):
+		return usageErr("server name %q: use letters, digits, - and _ (it prefixes the server's tools)", termSafe(pos[0]))
+	case len(pos) == 0:
+		return usageErr("missing the server's NAME: mcpvisor add NAME -- COMMAND [ARGS…] or mcpvisor add NAME URL")
+	case hasCommand && len(pos) > 1:
+		return usageErr("unexpected argument %q before \"--\": the command and its arguments go after it", termSafe(pos[1]))
+	case hasCommand && len(command) == 0:
+		return usageErr("missing the command after \"--\"")
+	case hasCommand:
+		spec.name, spec.command, spec.args = pos[0], command[0], command[1:]
+	case len(pos) == 1:
+		return usageErr("missing what to run: add \"-- COMMAND [ARGS…]\" for a local server or a URL for a remote one")
+	case len(pos) > 2:
+		return usageErr("unexpected argument %q; to run a command, put \"--\" before it", termSafe(pos[2]))
+	default:
+		spec.name, spec.url = pos[0], pos[1]
+		if !strings.HasPrefix(spec.url, "http://") && !strings.HasPrefix(spec.url, "https://") {
+			return usageErr("%q is no http:// or https:// URL; to run a command, put \"--\" before it", termSafe(spec.url))
+		}
+	}
+	if spec.url == "" && (len(headers) > 0 || spec.oauth || spec.transport != "") {
+		return usageErr("-header, -oauth and -transport are for a server at a URL, not for a command")
+	}
+	if spec.url != "" && len(envs) > 0 {
+		return usageErr("-env is for a command's environment; a server at a URL takes -header 'Name: ${VAR}'")
+	}
+	if spec.transport != "" && spec.transport != string(config.TransportSSE) {
+		return usageErr("-transport %q: the only choice is \"sse\" (without it the URL speaks streamable HTTP)", termSafe(spec.transport))
+	}
+	for _, e := range envs {
+		name, value, hasValue := strings.Cut(e, "=")
+		if !envVarName.MatchString(name) {
+			return usageErr("-env %q: an environment variable name is letters, digits and _, not starting with a digit", termSafe(name))
+		}
+		if hasValue {
+			_ = value // never echoed: it may be a secret
+			return usageErr("-env %s=…: mcpvisor add never writes a value into %s, where it would sit in clear;\n"+
+				"give the name only (-env %s), which writes %s = env(%q), and export %s in the environment mcpvisor runs in", name, *path, name, name, name, name)
+		}
+		spec.env = append(spec.env, name)
+	}
+	for _, h := range headers {
+		name, value, ok := strings.Cut(h, ":")
+		if !ok {
+			name, value, ok = strings.Cut(h, "=")
+		}
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") {
+			return usageErr("-header %q: write it as 'Name: value'", termSafe(name))
+		}
+		if strings.ContainsAny(value, "\r\n") {
+			return usageErr("-header %s: the value holds a line break", termSafe(name))
+		}
+		if credentialHeader.MatchString(name) && !headerVarRef.MatchString(value) {
+			return usageErr("-header %s: its value looks like a credential, and mcpvisor add never writes one into %s, where it would sit in clear;\n"+
+				"name an environment variable instead, in single quotes so the shell leaves it: -header '%s: Bearer ${TOKEN}' (written as env(\"TOKEN\")), and export TOKEN in the environment mcpvisor runs in", termSafe(name), *path, termSafe(name))
+		}
+		spec.headers = append(spec.headers, headerSpec{name: name, value: value})
+	}
+
+	block, err := spec.block()
+	if err != nil {
+		return usageErr("%s", termSafeErr(err))
+	}
+	fmt.Fprintf(stdio.Stderr, "validating %s with server %q added…\n", *path, termSafe(spec.name))
+	code := editConfig(*path, true, stdio, func(src []byte, f *hclwrite.File) ([]byte, error) {
+		if findServer(f, spec.name) != nil {
+			return nil, fmt.Errorf("a server %q is already in %s; pick another name, or run `mcpvisor remove %s` first", spec.name, *path, spec.name)
+		}
+		out := bytes.Clone(src)
+		if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n")) {
+			out = append(out, '\n')
+		}
+		if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n\n")) {
+			out = append(out, '\n')
+		}
+		return append(out, block...), nil
+	})
+	if code != ExitOK {
+		return code
+	}
+	fmt.Fprintf(stdio.Stdout, "added server %q to %s\n", spec.name, *path)
+	vars := append([]string(nil), spec.env...)
+	for _, h := range spec.headers {
+		for _, m := range headerVarRef.FindAllStringSubmatch(h.value, -1) {
+			vars = append(vars, cmp.Or(m[1], m[2]))
+		}
+	}
+	for _, v := range vars {
+		if _, set := os.LookupEnv(v); !set {
+			fmt.Fprintf(stdio.Stdout, "  it reads %s from the environment, which is not set here: export %s=… in the environment mcpvisor runs in\n", v, v)
+		} else {
+			fmt.Fprintf(stdio.Stdout, "  it reads %s from the environment of the mcpvisor that runs it (set here; a running host needs it in its own environment)\n", v)
+		}
+	}
+	if spec.oauth {
+		fmt.Fprintf(stdio.Stdout, "  it logs in with OAuth: run `mcpvisor login %s`\n", spec.name)
+	}
+	return reloadHosts(*path, spec.name, false, stdio)
+}
+
+func removeCmd(args []string, stdio IO) int {
+	fs, path := newFlags("remove", stdio)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor remove: want one server NAME, got %d argument(s)\nRun \"mcpvisor help remove\" for its arguments, options and examples.\n", len(pos))
+		return ExitUsage
+	}
+	name := pos[0]
+	fmt.Fprintf(stdio.Stderr, "validating %s without server %q…\n", *path, termSafe(name))
+	code := editConfig(*path, false, stdio, func(src []byte, f *hclwrite.File) ([]byte, error) {
+		if findServer(f, name) == nil {
+			return nil, fmt.Errorf("no server %q in %s; `mcpvisor status` lists the servers", termSafe(name), *path)
+		}
+		return cutServer(src, name)
+	})
+	if code != ExitOK {
+		return code
+	}
+	fmt.Fprintf(stdio.Stdout, "removed server %q from %s\n", name, *path)
+	return reloadHosts(*path, name, true, stdio)
+}
+
+// block is the server block, formatted.
+func (s serverSpec) block() ([]byte, error) {
+	f := hclwrite.NewEmptyFile()
+	b := f.Body().AppendNewBlock("server", []string{s.name}).Body()
+	if s.command != "" {
+		b.SetAttributeValue("command", cty.StringVal(s.command))
+		if len(s.args) > 0 {
+			vals := make([]cty.Value, len(s.args))
+			for i, a := range s.args {
+				vals[i] = cty.StringVal(a)
+			}
+			b.SetAttributeValue("args", cty.ListVal(vals))
+		}
+		if len(s.env) > 0 {
+			var attrs []hclwrite.ObjectAttrTokens
+			for _, n := range s.env {
+				attrs = append(attrs, hclwrite.ObjectAttrTokens{
+					Name:  hclwrite.TokensForIdentifier(n),
+					Value: hclwrite.TokensForFunctionCall("env", hclwrite.TokensForValue(cty.StringVal(n))),
+				})
+			}
+			b.SetAttributeRaw("env", hclwrite.TokensForObject(attrs))
+		}
+	}
+	if s.url != "" {
+		b.SetAttributeValue("url", cty.StringVal(s.url))
+		if s.transport != "" {
+			b.SetAttributeValue("transport", cty.StringVal(s.transport))
+		}
+		if len(s.headers) > 0 {
+			var attrs []hclwrite.ObjectAttrTokens
+			for _, h := range s.headers {
+				v, err := headerValue(h.value)
+				if err != nil {
+					return nil, fmt.Errorf("-header %s: %w", h.name, err)
+				}
+				attrs = append(attrs, hclwrite.ObjectAttrTokens{Name: hclwrite.TokensForValue(cty.StringVal(h.name)), Value: v})
+			}
+			b.SetAttributeRaw("headers", hclwrite.TokensForObject(attrs))
+		}
+		if s.oauth {
+			b.AppendNewline()
+			b.AppendNewBlock("oauth", nil)
+		}
+	}
+	return hclwrite.Format(f.Bytes()), nil
+}
+
+// headerValue is the expression of a header value: its literal text, and
+// env("NAME") for each $NAME or ${NAME} in it.
+func headerValue(v string) (hclwrite.Tokens, error) {
+	if m := headerVarRef.FindStringSubmatch(v); m != nil && m[0] == v {
+		return hclwrite.TokensForFunctionCall("env", hclwrite.TokensForValue(cty.StringVal(cmp.Or(m[1], m[2])))), nil
+	}
+	var src strings.Builder
+	src.WriteString(`v = "`)
+	last := 0
+	for _, loc := range headerVarRef.FindAllStringSubmatchIndex(v, -1) {
+		lit := templateLiteral(v[last:loc[0]])
+		if strings.HasSuffix(lit, "$") {
+			// "$" then "${" would read as the escape "$${".
+			lit = strings.TrimSuffix(lit, "$") + `${"$"}`
+		}
+		src.WriteString(lit)
+		var name string
+		if loc[2] >= 0 {
+			name = v[loc[2]:loc[3]] // ${NAME}
+		} else {
+			name = v[loc[4]:loc[5]] // $NAME
+		}
+		fmt.Fprintf(&src, `${env(%q)}`, name)
+		last = loc[1]
+	}
+	src.WriteString(templateLiteral(v[last:]))
+	src.WriteString("\"\n")
+	f, diags := hclwrite.ParseConfig([]byte(src.String()), "header", hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil, errors.New("its value cannot be written as an HCL string")
+	}
+	return f.Body().GetAttribute("v").Expr().BuildTokens(nil), nil
+}
+
+// templateLiteral escapes s for the inside of an HCL quoted template.
+func templateLiteral(s string) string {
+	b, _ := json.Marshal(s)
+	q := string(b[1 : len(b)-1])
+	q = strings.ReplaceAll(q, "${", "$${")
+	return strings.ReplaceAll(q, "%{", "%%{")
+}
+
+// cutServer returns src without the top-level `server "name"` block: its
+// lines, the comment lines just above it and one blank line after it (or
+// before it, at the end of the file). Every other byte stays as it was —
+// hclwrite's own RemoveBlock would respace the line comments elsewhere.
+func cutServer(src []byte, name string) ([]byte, error) {
+	file, diags := hclsyntax.ParseConfig(src, "config", hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil, errors.New(diags.Error())
+	}
+	var blk *hclsyntax.Block
+	for _, b := range file.Body.(*hclsyntax.Body).Blocks {
+		if b.Type == "server" && len(b.Labels) == 1 && b.Labels[0] == name {
+			blk = b
+			break
+		}
+	}
+	if blk == nil {
+		return nil, fmt.Errorf("no server %q", name)
+	}
+	lineStart := func(off int) int { return bytes.LastIndexByte(src[:off], '\n') + 1 }
+	lineEnd := func(off int) int { // just past the line's newline
+		if i := bytes.IndexByte(src[off:], '\n'); i >= 0 {
+			return off + i + 1
+		}
+		return len(src)
+	}
+	start := lineStart(blk.TypeRange.Start.Byte)
+	if strings.TrimSpace(string(src[start:blk.TypeRange.Start.Byte])) != "" {
+		return nil, fmt.Errorf("server %q shares its first line with something else; remove it by hand", name)
+	}
+	end := lineEnd(blk.CloseBraceRange.End.Byte)
+	if strings.TrimSpace(string(src[blk.CloseBraceRange.End.Byte:end])) != "" {
+		return nil, fmt.Errorf("server %q shares its last line with something else; remove it by hand", name)
+	}
+	// The comment lines just above describe the block.
+	for start > 0 {
+		prev := lineStart(start - 1)
+		line := strings.TrimSpace(string(src[prev:start]))
+		if !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "//") {
+			break
+		}
+		start = prev
+	}
+	blank := func(from, to int) bool { return strings.TrimSpace(string(src[from:to])) == "" }
+	switch {
+	case end < len(src) && blank(end, lineEnd(end)):
+		end = lineEnd(end)
+	case end == len(src) && start > 0 && blank(lineStart(start-1), start):
+		start = lineStart(start - 1)
+	}
+	return append(bytes.Clone(src[:start]), src[end:]...), nil
+}
+
+// findServer returns the top-level `server "name"` block of f, or nil.
+func findServer(f *hclwrite.File, name string) *hclwrite.Block {
+	for _, b := range f.Body().Blocks() {
+		if b.Type() == "server" && len(b.Labels()) == 1 && b.Labels()[0] == name {
+			return b
+		}
+	}
+	return nil
+}
+
+// editConfig replaces the configuration file at path with what edit makes
+// of it, when that is a valid configuration: written beside it with its
+// mode, loaded as `run` loads it, then renamed over it. Anything refused
+// leaves the file as it was. A missing file is created (0600) when create
+// is set.
+func editConfig(path string, create bool, stdio IO, edit func(src []byte, f *hclwrite.File) ([]byte, error)) int {
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: "+format+"\n", a...)
+		return code
+	}
+	// Edit the file a symlink points to: the link stays a link.
+	real := path
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		real = r
+	}
+	mode := fs.FileMode(0o600)
+	src, err := os.ReadFile(real)
+	switch {
+	case err == nil:
+		if fi, err := os.Stat(real); err == nil {
+			mode = fi.Mode().Perm()
+		}
+	case errors.Is(err, fs.ErrNotExist) && create:
+		src = nil
+	default:
+		return fail(ExitRuntime, "cannot read %s: %v", path, plainErr(err))
+	}
+	f, diags := hclwrite.ParseConfig(src, path, hcl.InitialPos)
+	if diags.HasErrors() {
+		return fail(ExitUsage, "%s is not valid HCL, so it was left as it is; fix it first (`mcpvisor validate -config %s` shows where):\n%s", path, path, diags.Error())
+	}
+	out, err := edit(src, f)
+	if err != nil {
+		return fail(ExitUsage, "%s; %s was left as it is", err, path)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(real), "."+filepath.Base(real)+".tmp-*")
+	if err != nil {
+		return fail(ExitRuntime, "cannot write beside %s: %v", path, plainErr(err))
+	}
+	defer os.Remove(tmp.Name()) // after the rename, there is nothing there
+	_, werr := tmp.Write(out)
+	if werr == nil {
+		werr = tmp.Chmod(mode)
+	}
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if err := tmp.Close(); werr == nil {
+		werr = err
+	}
+	if werr != nil {
+		return fail(ExitRuntime, "cannot write beside %s: %v; it was left as it is", path, plainErr(werr))
+	}
+	if _, err := config.LoadForRun(tmp.Name()); err != nil {
+		msg := strings.ReplaceAll(strings.TrimRight(err.Error(), "\n"), tmp.Name(), path)
+		return fail(ExitUsage, "the result would be an invalid configuration, so %s was left as it is:\n%s", path, msg)
+	}
+	if err := os.Rename(tmp.Name(), real); err != nil {
+		return fail(ExitRuntime, "cannot replace %s: %v; it was left as it is", path, plainErr(err))
+	}
+	return ExitOK
+}
+
+// plainErr is err's message without the *PathError's repetition of the
+// temporary file's name.
+func plainErr(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// reloadHosts asks every running host serving the config at path to read
+// it again, and, after an add, waits for the server to come up in each.
+func reloadHosts(path, server string, removed bool, stdio IO) int {
+	token := os.Getenv("MCPVISOR_TOKEN")
+	if hb, err := config.LoadHost(path); err == nil {
+		token = cmp.Or(token, hb.BearerToken)
+	}
+	ts, err := runningHosts(path, token)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: cannot reach the running hosts of %s: %s\nThe file is changed; reload a running mcpvisor with SIGHUP.\n", path, termSafeErr(err))
+		return ExitRuntime
+	}
+	if len(ts) == 0 {
+		run := "mcpvisor run"
+		if path != defaultConfigFile {
+			run += " -config " + path
+		}
+		fmt.Fprintf(stdio.Stdout, "no running mcpvisor serves %s; start one with: %s\n", path, run)
+		return ExitOK
+	}
+	code := ExitOK
+	for _, t := range ts {
+		fmt.Fprintf(stdio.Stderr, "reloading host %s…\n", t.name)
+		rep, err := askReload(t)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor: host %s did not reload %s: %s\n", t.name, path, termSafeErr(err))
+			code = ExitRuntime
+			continue
+		}
+		if removed {
+			fmt.Fprintf(stdio.Stdout, "host %s: stopped server %q (%d server(s) left)\n", t.name, server, len(rep.Added)+len(rep.Restarted)+len(rep.Unchanged))
+			continue
+		}
+		if code2 := waitServer(t, server, stdio); code2 != ExitOK {
+			code = code2
+		}
+	}
+	return code
+}
+
+// askReload sends POST /control/reload to t.
+func askReload(t target) (host.ReloadReport, error) {
+	var rep host.ReloadReport
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	resp, err := t.do(ctx, http.MethodPost, "/control/reload")
+	if err != nil {
+		return rep, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
+		return rep, errors.New("it is an older mcpvisor without POST /control/reload; reload it with SIGHUP")
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return rep, errors.New("it refused the token; set MCPVISOR_TOKEN to its bearer token")
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&rep); err != nil {
+		return rep, fmt.Errorf("unreadable answer (HTTP %d): %w", resp.StatusCode, err)
+	}
+	if rep.Error != "" {
+		return rep, errors.New(rep.Error)
+	}
+	return rep, nil
+}
+
+// waitServer waits, bounded by addReadyWait, until server leaves
+// "starting" in t, saying what it waits for and how it ended.
+func waitServer(t target, server string, stdio IO) int {
+	fmt.Fprintf(stdio.Stderr, "waiting for server %q to be ready in host %s…\n", server, t.name)
+	ctx, cancel := context.WithTimeout(context.Background(), addReadyWait)
+	defer cancel()
+	var last host.ServerStatus
+	for {
+		st, err := serverState(ctx, t, server)
+		if err == nil {
+			last = st
+			switch st.State {
+			case "ready":
+				fmt.Fprintf(stdio.Stdout, "host %s: server %q is ready with %d tool(s); `mcpvisor tools` lists them\n", t.name, server, st.ExposedTools)
+				return ExitOK
+			case "starting":
+			case "reconnecting":
+				fmt.Fprintf(stdio.Stdout, "host %s: server %q failed to start and is retrying: %s\n", t.name, server, termSafe(cmp.Or(st.LastError, "see `mcpvisor status`")))
+				return ExitRuntime
+			default:
+				fmt.Fprintf(stdio.Stdout, "host %s: server %q is %s: %s\n", t.name, server, termSafe(st.State), termSafe(cmp.Or(st.Action, st.LastError, "see `mcpvisor status`")))
+				return ExitRuntime
+			}
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stdio.Stdout, "host %s: server %q is still %s after %s (%s); `mcpvisor status` shows when it is ready\n",
+				t.name, server, termSafe(cmp.Or(last.State, "starting")), addReadyWait, termSafe(cmp.Or(last.LastError, "no error yet")))
+			return ExitRuntime
+		case <-time.After(addPollEvery):
+		}
+	}
+}
+
+// serverState is server's status in t.
+func serverState(ctx context.Context, t target, server string) (host.ServerStatus, error) {
+	resp, err := t.do(ctx, http.MethodGet, "/status")
+	if err != nil {
+		return host.ServerStatus{}, err
+	}
+	defer resp.Body.Close()
+	var rep host.StatusReport
+	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 8<<20)).Decode(&rep); err != nil {
+		return host.ServerStatus{}, err
+	}
+	for _, s := range rep.Servers {
+		if s.Name == server {
+			return s, nil
+		}
+	}
+	return host.ServerStatus{}, fmt.Errorf("server %q not in the host's status", server)
+}
