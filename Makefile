@@ -87,7 +87,7 @@ test: build npm-tools system-tools lint
 e2e: build npm-tools
 	$(E2E_ENV) $(GO) test $(TEST_FLAGS) -v ./host/e2e/
 
-# The benchmarks of DESIGN §12 (host/bench, host/internal/plugin): a call through
+# The benchmarks of docs/design.md §12 (host/bench, host/internal/plugin): a call through
 # mcpvisor versus the same call made directly (stdio and HTTP, c=1 and
 # c=32), SIGKILL → next successful call, an expired-session call, startup of
 # 16 servers versus one. Every row measures its reference in the same run

@@ -34,7 +34,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/config"
 )
 
-// Exit codes (DESIGN.md §11).
+// Exit codes (docs/design.md §11).
 const (
 	ExitOK      = 0
 	ExitRuntime = 1
