@@ -63,9 +63,12 @@ system-tools:
 
 vet:
 	$(GO) vet ./...
-	@# The Linux-only pieces (host/internal/sockio, the raw pipe I/O) have
-	@# stand-ins elsewhere; keep them in step: macOS must build and vet.
+	@# The platform-specific pieces (the process group keeper and /proc
+	@# reads on Linux, job objects on Windows, peer credentials) have one
+	@# file per platform; keep them in step: macOS and Windows must build
+	@# and vet too. Tests that need Unix signals are //go:build unix.
 	GOOS=darwin $(GO) vet ./...
+	GOOS=windows $(GO) vet ./...
 
 fmt:
 	$(GOFILES_CMD) | xargs gofmt -w

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package bench_test holds the benchmarks of docs/design.md §12: every number is
 // a ratio or a difference against a reference measured in the same run, so
 // that a slow machine or a noisy neighbour moves both sides together. The

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package scaleout_test runs mcpvisor the way docs/scale-out.md deploys
 // it: two real `mcpvisor run` replicas, each with its own echo server,
 // behind HAProxy running the example configuration of examples/deploy
