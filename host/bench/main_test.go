@@ -268,18 +268,6 @@ func checkGone(b *testing.B, what string, pids []int) {
 	}
 }
 
-// latencies collects per-call durations from many goroutines.
-type latencies struct {
-	mu  sync.Mutex
-	all []time.Duration
-}
-
-func (l *latencies) add(ds ...time.Duration) {
-	l.mu.Lock()
-	l.all = append(l.all, ds...)
-	l.mu.Unlock()
-}
-
 // quantile returns the q-quantile (0 ≤ q ≤ 1) of ds, nearest rank.
 func quantile(ds []time.Duration, q float64) time.Duration {
 	if len(ds) == 0 {
