@@ -25,7 +25,6 @@ docs/operations.md describes the Windows behaviour.
 
 import (
 	"errors"
-	"os"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -40,10 +39,12 @@ import (
 // empty (or has been killed).
 type ProcessGroup struct {
 	logger hclog.Logger
-	job    windows.Handle // 0: no job; only the child itself is killed
-	pid    int            // the child's pid, 0 before Started
+	pid    int // the child's pid, 0 before Started
 
-	mu          sync.Mutex // guards job against Release during Signal/Empty
+	mu   sync.Mutex     // guards job and proc
+	job  windows.Handle // 0: no job; only the child itself is killed
+	proc windows.Handle // the child, held open so its pid is not reused
+
 	releaseOnce sync.Once
 }
 
@@ -87,14 +88,22 @@ func (g *ProcessGroup) SysProcAttr() *syscall.SysProcAttr {
 
 // Started records the child's pid and assigns the child to the job. A
 // child that cannot be assigned is logged and the group degrades to it.
+// Call it right after the child started, while its exec.Cmd still holds
+// the process (so the pid is the child's).
 func (g *ProcessGroup) Started(pid int) {
-	g.pid = pid
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.pid = pid
+	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(pid))
+	if err == nil {
+		g.proc = h
+	}
 	if g.job == 0 {
 		return
 	}
-	err := assignToJob(g.job, pid)
+	if err == nil {
+		err = windows.AssignProcessToJobObject(g.job, h)
+	}
 	if err == nil {
 		return
 	}
@@ -103,38 +112,33 @@ func (g *ProcessGroup) Started(pid int) {
 	g.job = 0
 }
 
-func assignToJob(job windows.Handle, pid int) error {
-	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(pid))
-	if err != nil {
-		return err
-	}
-	defer windows.CloseHandle(h)
-	return windows.AssignProcessToJobObject(job, h)
-}
-
 // Pgid is the child's pid (0 before Started): status and logs show it.
-func (g *ProcessGroup) Pgid() int { return g.pid }
+func (g *ProcessGroup) Pgid() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.pid
+}
 
 // Signal delivers sig to the group. Only SIGKILL means anything on
 // Windows: it terminates every process in the job (or the child alone
 // when there is no job). Other signals do nothing; closing the server's
 // stdin is the polite request to exit.
 func (g *ProcessGroup) Signal(sig syscall.Signal) error {
-	if sig != syscall.SIGKILL || g.pid <= 0 {
+	if sig != syscall.SIGKILL {
 		return nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.job != 0 {
+	switch {
+	case g.job != 0:
 		return windows.TerminateJobObject(g.job, 1)
-	}
-	p, err := os.FindProcess(g.pid)
-	if err != nil {
-		return nil // already gone
-	}
-	defer p.Release()
-	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
+	case g.proc != 0:
+		// Terminating a process that has exited already fails with
+		// access denied; the handle still names the child, never a
+		// stranger, so that error means "gone".
+		if err := windows.TerminateProcess(g.proc, 1); err != nil && !errors.Is(err, windows.ERROR_ACCESS_DENIED) {
+			return err
+		}
 	}
 	return nil
 }
@@ -168,8 +172,8 @@ func (g *ProcessGroup) Empty() bool {
 	return info.ActiveProcesses == 0
 }
 
-// Release closes the job's handle, which kills whatever is still in it.
-// Call it once the group is empty or killed.
+// Release closes the job's handle, which kills whatever is still in it,
+// and the child's. Call it once the group is empty or killed.
 func (g *ProcessGroup) Release() {
 	g.releaseOnce.Do(func() {
 		g.mu.Lock()
@@ -177,6 +181,10 @@ func (g *ProcessGroup) Release() {
 		if g.job != 0 {
 			windows.CloseHandle(g.job)
 			g.job = 0
+		}
+		if g.proc != 0 {
+			windows.CloseHandle(g.proc)
+			g.proc = 0
 		}
 	})
 }
