@@ -729,7 +729,6 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 	res.HostChanged = !reflect.DeepEqual(old.cfg.Host, cfg.Host)
 
 	next := &serverSet{cfg: cfg, sups: map[string]*upstream.Supervisor{}}
-	var toStop []string
 	var toStart []*upstream.Supervisor
 	oldBlocks := map[string]*config.Server{}
 	for _, srv := range enabledServers(old.cfg) {
@@ -751,7 +750,6 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 		toStart = append(toStart, sup)
 		if _, ok := oldBlocks[srv.Name]; ok {
 			res.Restarted = append(res.Restarted, srv.Name)
-			toStop = append(toStop, srv.Name)
 		} else {
 			res.Added = append(res.Added, srv.Name)
 		}
@@ -759,7 +757,6 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 	for _, name := range old.order {
 		if _, ok := next.sups[name]; !ok {
 			res.Removed = append(res.Removed, name)
-			toStop = append(toStop, name)
 		}
 	}
 

@@ -1,3 +1,5 @@
+//go:build unix
+
 package host_test
 
 import (
@@ -318,7 +320,7 @@ server "web" {
 	}
 	attrs := map[string]string{}
 	for _, kv := range call.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if !children["reconnect"] || !children["retry"] || attrs["mcpvisor.outcome"] != "replayed" || attrs["mcpvisor.attempts"] != "2" {
 		t.Errorf("call span %v with children %v; want outcome replayed after a reconnect and a retry", attrs, children)

@@ -1,4 +1,6 @@
-// Package bench_test holds the benchmarks of DESIGN.md §12: every number is
+//go:build unix
+
+// Package bench_test holds the benchmarks of docs/design.md §12: every number is
 // a ratio or a difference against a reference measured in the same run, so
 // that a slow machine or a noisy neighbour moves both sides together. The
 // rows and how to read them are in README.md.
@@ -264,18 +266,6 @@ func checkGone(b *testing.B, what string, pids []int) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-}
-
-// latencies collects per-call durations from many goroutines.
-type latencies struct {
-	mu  sync.Mutex
-	all []time.Duration
-}
-
-func (l *latencies) add(ds ...time.Duration) {
-	l.mu.Lock()
-	l.all = append(l.all, ds...)
-	l.mu.Unlock()
 }
 
 // quantile returns the q-quantile (0 ≤ q ≤ 1) of ds, nearest rank.

@@ -1,3 +1,5 @@
+//go:build unix
+
 package bench_test
 
 import (
@@ -12,7 +14,7 @@ import (
 // manyServers is the size of the large host in BenchmarkStartup.
 const manyServers = 16
 
-// BenchmarkStartup is DESIGN §12's startup row: time from Start to every
+// BenchmarkStartup is docs/design.md §12's startup row: time from Start to every
 // server ready, for a host with one echo server and for one with 16, in
 // alternation. Servers connect in parallel, so the ratio should be far
 // below 16; on a machine with few cores, 16 processes starting at once

@@ -44,7 +44,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -103,10 +102,10 @@ func checkRuntimeDir(dir string) error {
 	case !fi.IsDir():
 		return &untrustedError{dir, "it is not a directory", fix}
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return &untrustedError{dir, fmt.Sprintf("it is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid()), fix}
+	if uid, ok := fileOwner(fi); ok && uid != os.Geteuid() {
+		return &untrustedError{dir, fmt.Sprintf("it is owned by uid %d, not by you (uid %d)", uid, os.Geteuid()), fix}
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+	if perm := fi.Mode().Perm(); permBitsArePrivate && perm&0o077 != 0 {
 		return &untrustedError{dir, fmt.Sprintf("it is accessible by group or others (mode %04o, want 0700)", perm),
 			fmt.Sprintf("if it is yours, run chmod 700 %s; if you did not make it, another local user may have, to intercept mcpvisor's token: remove it (rm -r %s) and run mcpvisor again", dir, dir)}
 	}
@@ -123,8 +122,8 @@ func checkSocket(sock string) error {
 	if fi.Mode().Type() != fs.ModeSocket {
 		return &untrustedError{sock, "it is not a unix socket", fix}
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return &untrustedError{sock, fmt.Sprintf("it is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid()), fix}
+	if uid, ok := fileOwner(fi); ok && uid != os.Geteuid() {
+		return &untrustedError{sock, fmt.Sprintf("it is owned by uid %d, not by you (uid %d)", uid, os.Geteuid()), fix}
 	}
 	return nil
 }
@@ -195,7 +194,7 @@ func runningHosts(path, token string) ([]target, error) {
 		if checkSocket(sock) != nil {
 			continue
 		}
-		if syscall.Kill(pid, 0) != nil {
+		if !processAlive(pid) {
 			os.Remove(sock)
 			continue
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // Defaults applied when a block leaves a value unset. They follow the
-// behaviour contract in DESIGN.md §4 and §5.
+// behaviour contract in docs/design.md §4 and §5.
 const (
 	// DefaultListen is where `mcpvisor run` serves streamable HTTP when the
 	// host block has no listen attribute and --stdio is not given.
@@ -263,7 +263,7 @@ type Server struct {
 	Headers map[string]string
 
 	// OAuth, when set, authorizes requests to an HTTP upstream with OAuth 2.1
-	// access tokens (DESIGN.md §14) instead of a static header.
+	// access tokens (docs/design.md §14) instead of a static header.
 	OAuth *OAuth
 
 	// Plugin is set for a server backed by a go-plugin transport binary.

@@ -47,7 +47,7 @@ func defaultServer(name string, tr config.Transport) *config.Server {
 	}
 }
 
-// fullExample is DESIGN.md §10's example with every attribute set.
+// fullExample is a configuration with every attribute set (docs/config.md).
 const fullExample = `host {
   listen     = "0.0.0.0:8811"
   log_level  = "debug"

@@ -1,3 +1,5 @@
+//go:build unix
+
 package conformance_test
 
 import (

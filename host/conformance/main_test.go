@@ -3,7 +3,7 @@
 // everything example server directly, and then against mcpvisor serving that
 // server as its only upstream with prefix = "". Every scenario that passes
 // directly must pass through mcpvisor: that is the fidelity test of
-// DESIGN §12 and issue 5. The same comparison runs with npm's
+// docs/design.md §12 and issue 5. The same comparison runs with npm's
 // server-everything as a third-party upstream.
 //
 // The tests are end to end and skip unless MCPVISOR_E2E is set (make test

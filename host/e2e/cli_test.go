@@ -1,3 +1,5 @@
+//go:build unix
+
 package e2e_test
 
 import (
@@ -15,7 +17,7 @@ import (
 // cliTimeout bounds one one-shot mcpvisor command (it connects the upstream first).
 const cliTimeout = 60 * time.Second
 
-// TestCLIWithEverything drives the one-shot commands of DESIGN §11 with
+// TestCLIWithEverything drives the one-shot commands of docs/design.md §11 with
 // server-everything as the upstream: validate (0, and 2 on an invalid file), tools
 // and call. Each must leave no process behind when it returns.
 func TestCLIWithEverything(t *testing.T) {

@@ -1,3 +1,5 @@
+//go:build unix
+
 package e2e_test
 
 import (
@@ -7,7 +9,7 @@ import (
 )
 
 // The server-everything tool these tests call, and its name once mcpvisor exposes
-// it under the server block's label "everything" (DESIGN §7).
+// it under the server block's label "everything" (docs/design.md §7).
 const (
 	echoTool        = "echo"
 	exposedEchoTool = "everything__echo"

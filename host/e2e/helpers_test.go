@@ -1,3 +1,5 @@
+//go:build unix
+
 package e2e_test
 
 /*
@@ -7,7 +9,7 @@ Every process a test starts is put in its own process group and is killed — gr
 and all — before the test returns, whatever happened. On top of that each test tags
 the processes it starts with a marker in their environment (MCPVISOR_E2E_RUN, and a
 TMPDIR unique to the test, which mcpvisor passes on to its servers as part of the safe
-environment of DESIGN §10). The leak check after shutdown looks for live processes that
+environment of docs/design.md §10). The leak check after shutdown looks for live processes that
 were descendants of mcpvisor, share a process group with one, or carry the marker; any
 such process is a failure (mcpvisor must leave no child behind, §4 and §11) and is
 then SIGKILLed so it cannot outlive the test.

@@ -1,3 +1,5 @@
+//go:build unix
+
 package hardening_test
 
 // The audit log as the binary writes it: secrets redacted however they

@@ -1,3 +1,5 @@
+//go:build unix
+
 package hardening_test
 
 // mcpvisor's HTTP endpoint as an OAuth protected resource (docs/auth.md):

@@ -1,3 +1,5 @@
+//go:build unix
+
 package hardening_test
 
 // Local trust: the control socket directory, the control sockets and the

@@ -1,12 +1,15 @@
 // Package recovery is mcpvisor's error taxonomy: every error an upstream
 // operation can produce is sorted into one Class, and the class alone decides
-// what the supervisor does about it (DESIGN.md §6).
+// what the supervisor does about it (docs/design.md §6).
 //
 // Classification is deliberately in one place. Scattered string matching is
 // how clients end up reconnecting on "Tool failed" or never reconnecting on
-// "Invalid or expired session"; here the order is fixed — canceled, auth,
-// session gone, process died, timeout, transport, application — and the
-// message allow-list for expired sessions is the only string matching there is.
+// "Invalid or expired session"; here the order is fixed — an error mcpvisor
+// made itself (*Error) keeps its class, then canceled, insufficient scope,
+// needs login, auth, session gone, process died, timeout, application (the
+// upstream's JSON-RPC error), auth again by the HTTP 401 status text, and
+// transport for everything else — and the message allow-list for expired
+// sessions (with the 401 text) is the only string matching there is.
 package recovery
 
 import (
@@ -25,7 +28,8 @@ import (
 // Class is what kind of failure an error is, and so what to do about it.
 type Class int
 
-// The classes, in the order Classify tests for them.
+// The classes. Classify tests for them in the order of the package doc,
+// not the order of these constants.
 const (
 	// None is a nil error.
 	None Class = iota

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package scaleout_test runs mcpvisor the way docs/scale-out.md deploys
 // it: two real `mcpvisor run` replicas, each with its own echo server,
 // behind HAProxy running the example configuration of examples/deploy
@@ -312,7 +314,7 @@ func TestSIGTERMDrainsWithoutFailedCalls(t *testing.T) {
 					return
 				default:
 				}
-				name, err := c.pid(ctx, cs)
+				_, err := c.pid(ctx, cs)
 				if errors.Is(err, mcp.ErrSessionMissing) {
 					// The spec's rule on 404: a new session, and the call
 					// again (it never ran).
@@ -322,6 +324,7 @@ func TestSIGTERMDrainsWithoutFailedCalls(t *testing.T) {
 						run.failures = append(run.failures, fmt.Errorf("re-initialize: %w", err))
 						return
 					}
+					var name string
 					name, err = c.pid(ctx, cs)
 					run.replicas = append(run.replicas, name)
 				}

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main_test
 
 import (
@@ -171,8 +173,8 @@ func TestListAndRead(t *testing.T) {
 
 			_, err = cs.ReadResource(callCtx(t), &mcp.ReadResourceParams{URI: "notes://note/missing"})
 			var werr *jsonrpc.Error
-			if !errors.As(err, &werr) || werr.Code != mcp.CodeResourceNotFound {
-				t.Errorf("read missing note: %v, want JSON-RPC error %d", err, mcp.CodeResourceNotFound)
+			if !errors.As(err, &werr) || werr.Code != jsonrpc.CodeInvalidParams {
+				t.Errorf("read missing note: %v, want JSON-RPC error %d", err, jsonrpc.CodeInvalidParams)
 			}
 		})
 	}

@@ -33,7 +33,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 )
 
 // keyFileName is the digest key's file in the state directory.
@@ -103,10 +102,10 @@ func readKeyFile(path string) (*digestKey, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return nil, fmt.Errorf("%s is owned by uid %d, not by this process's uid %d", path, st.Uid, os.Geteuid())
+	if uid, ok := fileOwner(fi); ok && uid != os.Geteuid() {
+		return nil, fmt.Errorf("%s is owned by uid %d, not by this process's uid %d", path, uid, os.Geteuid())
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+	if perm := fi.Mode().Perm(); permBitsArePrivate && perm&0o077 != 0 {
 		return nil, fmt.Errorf("%s has mode %04o; others could read the key: run chmod 600 %s", path, perm, path)
 	}
 	b, err := os.ReadFile(path)

@@ -197,8 +197,8 @@ func New(opts Options) *Gateway {
 // dormantTools lets a call reach the server of a tool that is withdrawn for
 // now (its server parked, or is restarting): the go-sdk server no longer
 // knows the name and would answer "unknown tool", while the server's
-// supervisor can revive it and answer the call (DESIGN.md §4, revive on
-// half-open probe). It also passes tools/list on to OnToolsList.
+// supervisor can revive it and answer the call (docs/design.md §4:
+// a call revives a parked server). It also passes tools/list on to OnToolsList.
 func (g *Gateway) dormantTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {

@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -85,48 +83,6 @@ func TestListChangedOverHTTP(t *testing.T) {
 			checkListChanged(t, e, cs, ch)
 		})
 	}
-}
-
-// post sends a legacy initialize request with extra headers and returns the
-// response with its body read and closed.
-func post(t *testing.T, srv *httptest.Server, header map[string]string) *http.Response {
-	t.Helper()
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
-	req, err := http.NewRequestWithContext(testCtx(t), http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range header {
-		if k == "Host" {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode == http.StatusOK {
-		// Close the session the request opened.
-		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
-			del, _ := http.NewRequestWithContext(context.Background(), http.MethodDelete, srv.URL+"/mcp", nil)
-			del.Header.Set("Mcp-Session-Id", id)
-			for k, v := range header {
-				if k != "Host" {
-					del.Header.Set(k, v)
-				}
-			}
-			if r, err := srv.Client().Do(del); err == nil {
-				r.Body.Close()
-			}
-		}
-	}
-	return resp
 }
 
 // A 2026-07-28 retry naming a requestState this gateway does not hold (the

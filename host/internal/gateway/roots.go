@@ -104,7 +104,7 @@ func (g *Gateway) wantsRoots(ss *mcp.ServerSession) bool {
 	}
 	ip := ss.InitializeParams()
 	return ip != nil && ip.ProtocolVersion < statelessProtocolVersion && ip.Capabilities != nil &&
-		(ip.Capabilities.RootsV2 != nil || ip.Capabilities.Roots.ListChanged)
+		ip.Capabilities.RootsV2 != nil
 }
 
 // askRoots asks ss for its roots with ctx (a request's context sends the

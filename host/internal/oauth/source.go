@@ -1,5 +1,5 @@
 // Package oauth authorizes mcpvisor's requests to HTTP upstreams with OAuth
-// 2.1 access tokens, per the MCP authorization spec (DESIGN.md §14).
+// 2.1 access tokens, per the MCP authorization spec (docs/design.md §14).
 //
 // The protocol work is the go-sdk's auth and oauthex packages and
 // golang.org/x/oauth2: discovery, client registration, PKCE and the code

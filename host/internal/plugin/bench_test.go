@@ -1,3 +1,5 @@
+//go:build unix
+
 package plugin_test
 
 import (
@@ -9,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// BenchmarkCall is the plugin-transport row of DESIGN §12's benchmarks: one
+// BenchmarkCall is the plugin-transport row of docs/design.md §12's benchmarks: one
 // tools/call to the same server over a Unix socket, made directly by a
 // go-sdk client and made through the unix transport plugin. Compare the
 // two ns/op values; the difference is the cost of the plugin hop (gRPC

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -77,7 +76,7 @@ func GroupMembers(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && Alive(pid) {
+		if g, err := getpgid(pid); err == nil && g == pgid && Alive(pid) {
 			pids = append(pids, pid)
 		}
 	}
@@ -149,7 +148,7 @@ type Server struct {
 func StartServer(t testing.TB, bin string, args ...string) *Server {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = groupAttr()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +168,7 @@ func StartServer(t testing.TB, bin string, args ...string) *Server {
 		}
 	}()
 	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd.Process.Pid)
 		cmd.Wait()
 	})
 	for _, a := range args {

@@ -54,7 +54,7 @@ const (
 	stdinCloseGrace = 300 * time.Millisecond
 
 	// termGrace is how long the process group gets after SIGTERM before
-	// SIGKILL (DESIGN.md §4: 2 s).
+	// SIGKILL (docs/design.md §4: 2 s).
 	termGrace = 2 * time.Second
 
 	// stragglerPoll is how often Stop checks whether orphaned members of the
@@ -436,7 +436,7 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, " | ")
 }
 
-// safeEnvNames are the host variables a child inherits (DESIGN.md §10). The
+// safeEnvNames are the host variables a child inherits (docs/design.md §10). The
 // host's other variables — tokens, cloud credentials — never reach a server.
 var safeEnvNames = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "SHELL", "TMPDIR"}
 

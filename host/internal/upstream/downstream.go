@@ -272,7 +272,7 @@ func declares(ip *mcp.InitializeParams, capability string) bool {
 	case "elicitation":
 		return c.Elicitation != nil
 	case "roots":
-		return c.RootsV2 != nil || c.Roots.ListChanged
+		return c.RootsV2 != nil
 	}
 	return false
 }

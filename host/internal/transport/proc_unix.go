@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build unix && !linux
 
 package transport
 
@@ -17,7 +17,7 @@ func childProcAttr(pgid int) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
 }
 
-// groupKeeper does not exist off Linux.
+// groupKeeper does not exist on Unix systems other than Linux.
 type groupKeeper struct{}
 
 func startGroupKeeper() (*groupKeeper, error) { return nil, errNoKeeper }

@@ -1,0 +1,44 @@
+package cli
+
+// The validate command.
+
+import (
+	"fmt"
+	"os/exec"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
+)
+
+func validateCmd(args []string, stdio IO) int {
+	fs, path := newFlags("validate", stdio)
+	if !parseNoArgs(fs, args, stdio) {
+		return ExitUsage
+	}
+	cfg, ok := loadConfig(*path, stdio)
+	if !ok {
+		return ExitUsage
+	}
+	// The plugin binaries on disk against sha256 and the lock file: a
+	// mismatch is an error (mcpvisor would refuse to start the plugin), an
+	// unlocked plugin a warning.
+	rep := cfg.CheckPlugins()
+	if len(rep.Diags) > 0 {
+		rep.WriteDiagnostics(stdio.Stderr, 0, false)
+	}
+	if rep.HasErrors() {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: %s: plugin binaries do not match their recorded hashes\n", *path)
+		return ExitUsage
+	}
+	// A command that is not there now would park its server at once; say
+	// so, but it is no error: the machine that runs the file may have it.
+	for _, s := range cfg.Servers {
+		if s.Transport != config.TransportStdio || s.Command == "" {
+			continue
+		}
+		if _, err := exec.LookPath(s.Command); err != nil {
+			fmt.Fprintf(stdio.Stderr, "Warning: server %q: command %q not found (%v); the server will park at once until it is installed\n", s.Name, s.Command, err)
+		}
+	}
+	fmt.Fprintf(stdio.Stdout, "%s: valid (%d server(s))\n", *path, len(cfg.Servers))
+	return ExitOK
+}
