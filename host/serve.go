@@ -126,6 +126,7 @@ func (h *Host) Handler() http.Handler {
 		})
 		mux.HandleFunc("POST /control/revive", h.control(h.Revive))
 		mux.HandleFunc("POST /control/restart", h.control(h.Restart))
+		h.mountConsole(mux) // the web console at /ui (ui.go)
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 			h.readyzAsked.Store(true)
 			rep := h.Readiness()
@@ -159,7 +160,7 @@ func (h *Host) Handler() http.Handler {
 		next = newRequestLimits(h, h.servers.Load().cfg.Host, next)
 		in := newIngress(h.servers.Load().cfg.Host.BearerToken, h.logger.Named("http"), next)
 		in.probes = http.HandlerFunc(h.serveProbe)
-		h.handler = h.inFlight.counted(in)
+		h.handler = h.inFlight.counted(consoleAuth(h.servers.Load().cfg.Host.BearerToken, in))
 	})
 	return h.handler
 }
