@@ -56,14 +56,14 @@ func startHostileToolUpstream(t *testing.T) string {
 	return hs.URL
 }
 
-// consoleHost starts mcpvisor with a bearer token and two servers: "web"
-// (the hostile upstream) and "broken" (a command that exits at once, so it
-// parks after its first failure).
+// consoleHost starts mcpvisor with a bearer token and three servers: "web"
+// (the hostile upstream), "broken" (a command that exits at once, so it
+// parks after its first failure) and "echo" (a process that runs).
 func consoleHost(t *testing.T) *mcpvisor {
 	t.Helper()
 	hostAttrs := fmt.Sprintf("  auth {\n    bearer_token = %s\n  }\n", hclString(consoleToken))
 	servers := fmt.Sprintf("server \"web\" {\n  url = %s\n}\n\nserver \"broken\" {\n  command = \"sh\"\n  args = [\"-c\", \"echo broken-on-purpose >&2; exit 3\"]\n  reconnect {\n    max_retries = 0\n  }\n}\n",
-		hclString(startHostileToolUpstream(t)))
+		hclString(startHostileToolUpstream(t))) + echoBlock()
 	return startMcpvisorWith(t, hostAttrs, servers)
 }
 
@@ -192,12 +192,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	var parkedReason string
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		if st := mv.statusWithToken(t); st["broken"].State == "parked" {
+		if st := mv.statusWithToken(t); st["broken"].State == "parked" && st["echo"].State == "ready" {
 			parkedReason = st["broken"].LastError
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server broken did not park within %s", readyTimeout)
+			t.Fatalf("server broken did not park, or echo get ready, within %s", readyTimeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -225,6 +225,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	title := run(t, browser, chromedp.Title())
 	noInjected := run(t, browser, chromedp.Evaluate[bool](`document.getElementById("injected") === null`))
 	shot := run(t, browser, chromedp.CaptureScreenshot())
+	// RSS and CPU time come from /proc for the running process, "-" for
+	// the others.
+	rss := run(t, browser, chromedp.Evaluate[string](`document.querySelector('tr[data-server="echo"]').cells[4].textContent`))
+	cpu := run(t, browser, chromedp.Evaluate[string](`document.querySelector('tr[data-server="echo"]').cells[5].textContent`))
+	if !strings.HasSuffix(rss, " MiB") || rss == "0.0 MiB" || cpu == "-" {
+		t.Errorf("echo's RSS %q and CPU %q, want them read from /proc", rss, cpu)
+	}
+	webRSS := run(t, browser, chromedp.Evaluate[string](`document.querySelector('tr[data-server="web"]').cells[4].textContent`))
+	if webRSS != "-" {
+		t.Errorf("web (no process) RSS %q, want -", webRSS)
+	}
 	if status != "live" {
 		t.Errorf("live status %q, want live", status)
 	}
@@ -327,4 +338,66 @@ func (mv *mcpvisor) statusWithToken(t *testing.T) map[string]serverStatus {
 		out[s.Name] = s
 	}
 	return out
+}
+
+// The console's live-update streams are bounded: past the limit a page
+// gets 503 saying why, and a closed stream frees its place.
+func TestConsoleStreamsBounded(t *testing.T) {
+	mv := consoleHost(t)
+	const limit = 16 // consoleMaxStreams
+	open := func() (*http.Response, error) {
+		req, _ := http.NewRequest("GET", "http://"+mv.addr+"/ui/events", nil)
+		req.Header.Set("Authorization", "Bearer "+consoleToken)
+		tr := &http.Transport{DisableKeepAlives: true, Proxy: nil}
+		t.Cleanup(tr.CloseIdleConnections)
+		return (&http.Client{Transport: tr}).Do(req)
+	}
+	var streams []*http.Response
+	t.Cleanup(func() {
+		for _, s := range streams {
+			s.Body.Close()
+		}
+	})
+	for i := range limit {
+		resp, err := open()
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		streams = append(streams, resp)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("stream %d: %s %q, want 200 text/event-stream", i, resp.Status, resp.Header.Get("Content-Type"))
+		}
+		// The first event arrives at once: the stream is counted.
+		line := make([]byte, len("event: update\n"))
+		if _, err := io.ReadFull(resp.Body, line); err != nil || string(line) != "event: update\n" {
+			t.Fatalf("stream %d: first bytes %q, %v; want an update event", i, line, err)
+		}
+	}
+	resp, err := open()
+	if err != nil {
+		t.Fatalf("stream past the limit: %v", err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "console pages") {
+		t.Errorf("stream past the limit: %s %q, want 503 saying why", resp.Status, body)
+	}
+	streams[0].Body.Close()
+	streams = streams[1:]
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		resp, err := open()
+		if err == nil && resp.StatusCode == http.StatusOK {
+			streams = append(streams, resp)
+			break
+		}
+		if err == nil {
+			resp.Body.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed stream did not free its place within %s", readyTimeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	mv.healthz(t, "with the console's streams open")
 }
