@@ -136,7 +136,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	// the logs of several replicas can be merged and still be told apart.
 	o.logger = o.logger.With("replica", replica)
 	h := &Host{opts: o, logger: o.logger, replica: replica, draining: make(chan struct{}), drainPeriod: cfg.Host.Drain}
-	h.console = newConsole()
+	h.console = newConsole(cfg.Host.Console)
 	h.stopping = make(chan struct{})
 	h.callsCut, h.cutCalls = context.WithCancelCause(context.Background())
 	if a := cfg.Host.Audit; a != nil {

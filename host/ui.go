@@ -22,14 +22,15 @@ consoleAuth turns that cookie back into the bearer token, but only for the
 console's own paths and for control POSTs whose Origin is the page's own
 (a cross-site form cannot send the cookie, nor forge the Origin).
 
-Bounds: at most consoleMaxStreams live streams (a further one gets 503),
-and the recent calls are a ring of consoleRecentCalls records kept in
-memory whether or not an audit file is configured; a record never holds
-arguments or results.
+Bounds (the host block's console block): at most max_streams live streams
+(a further one gets 503), and the recent calls are a ring of recent_calls
+records kept in memory whether or not an audit file is configured; a
+record never holds arguments or results.
 */
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -44,18 +45,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/audit"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
 // Console bounds and pacing.
 const (
-	// consoleMaxStreams bounds the live-update streams open at once: each
-	// holds a connection and re-renders the page fragment, so a tab
-	// opened in a loop must not take the host's memory.
-	consoleMaxStreams = 16
-	// consoleRecentCalls is how many finished calls the console keeps.
-	consoleRecentCalls = 50
 	// consoleMaxToolsShown bounds the tools listed per server (the rest
 	// are counted), so one server with a large catalog does not make
 	// every push large.
@@ -100,17 +96,26 @@ type consoleCall struct {
 // console is the host's web console: the recent calls and the open
 // live-update streams.
 type console struct {
+	// maxStreams bounds the open streams: each holds a connection and
+	// re-renders the page fragment, so a tab opened in a loop must not
+	// take the host's memory.
+	maxStreams int
+
 	mu    sync.Mutex
-	calls [consoleRecentCalls]consoleCall // guarded by mu: a ring, next is the oldest
-	next  int                             // guarded by mu
-	count int                             // guarded by mu: records in calls
+	calls []consoleCall // guarded by mu: a ring of fixed length, next is the oldest
+	next  int           // guarded by mu
+	count int           // guarded by mu: records in calls
 	// pages are the open streams' wake-up channels (buffer 1), guarded
-	// by mu; at most consoleMaxStreams.
+	// by mu; at most maxStreams.
 	pages map[chan struct{}]struct{}
 }
 
-func newConsole() *console {
-	return &console{pages: map[chan struct{}]struct{}{}}
+func newConsole(cfg config.Console) *console {
+	return &console{
+		maxStreams: cmp.Or(cfg.MaxStreams, config.DefaultConsoleMaxStreams),
+		calls:      make([]consoleCall, cmp.Or(cfg.RecentCalls, config.DefaultConsoleRecentCalls)),
+		pages:      map[chan struct{}]struct{}{},
+	}
 }
 
 // record adds a finished call to the ring.
@@ -154,12 +159,11 @@ func (c *console) changed() {
 	}
 }
 
-// subscribe opens a stream, or reports false when consoleMaxStreams are
-// open.
+// subscribe opens a stream, or reports false when maxStreams are open.
 func (c *console) subscribe() (chan struct{}, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.pages) >= consoleMaxStreams {
+	if len(c.pages) >= c.maxStreams {
 		return nil, false
 	}
 	ch := make(chan struct{}, 1)
@@ -241,7 +245,7 @@ type consoleServer struct {
 
 func (h *Host) consolePage() consolePage {
 	p := consolePage{Version: Version, Replica: h.replica, Draining: h.Draining(),
-		Calls: h.console.recent(), MaxCalls: consoleRecentCalls, Updated: time.Now()}
+		Calls: h.console.recent(), MaxCalls: len(h.console.calls), Updated: time.Now()}
 	tools := map[string][]ExposedTool{}
 	for _, t := range h.Tools() {
 		tools[t.Server] = append(tools[t.Server], ExposedTool{Name: t.Tool.Name, Server: t.Server, Original: t.Original, Description: t.Tool.Description})
@@ -307,9 +311,10 @@ func consoleHeaders(w http.ResponseWriter) {
 func (h *Host) serveConsoleEvents(w http.ResponseWriter, r *http.Request) {
 	wake, ok := h.console.subscribe()
 	if !ok {
-		h.logger.Named("http").Warn("console stream refused: too many open", "max", consoleMaxStreams, "remote", r.RemoteAddr)
+		max := h.console.maxStreams
+		h.logger.Named("http").Warn("console stream refused: too many open", "max_streams", max, "remote", r.RemoteAddr)
 		w.Header().Set("Retry-After", "10")
-		http.Error(w, fmt.Sprintf("Service Unavailable: %d console pages are already receiving live updates, the most this host allows; close one and reload", consoleMaxStreams), http.StatusServiceUnavailable)
+		http.Error(w, fmt.Sprintf("Service Unavailable: %d console pages are already receiving live updates, the most this host allows (console { max_streams }); close one and reload, or raise max_streams", max), http.StatusServiceUnavailable)
 		return
 	}
 	defer h.console.unsubscribe(wake)

@@ -59,9 +59,9 @@ func startHostileToolUpstream(t *testing.T) string {
 // consoleHost starts mcpvisor with a bearer token and three servers: "web"
 // (the hostile upstream), "broken" (a command that exits at once, so it
 // parks after its first failure) and "echo" (a process that runs).
-func consoleHost(t *testing.T) *mcpvisor {
+func consoleHost(t *testing.T, hostAttrs string) *mcpvisor {
 	t.Helper()
-	hostAttrs := fmt.Sprintf("  auth {\n    bearer_token = %s\n  }\n", hclString(consoleToken))
+	hostAttrs += fmt.Sprintf("  auth {\n    bearer_token = %s\n  }\n", hclString(consoleToken))
 	servers := fmt.Sprintf("server \"web\" {\n  url = %s\n}\n\nserver \"broken\" {\n  command = \"sh\"\n  args = [\"-c\", \"echo broken-on-purpose >&2; exit 3\"]\n  reconnect {\n    max_retries = 0\n  }\n}\n",
 		hclString(startHostileToolUpstream(t))) + echoBlock()
 	return startMcpvisorWith(t, hostAttrs, servers)
@@ -98,7 +98,7 @@ func consoleRequest(t *testing.T, mv *mcpvisor, method, path string, header http
 // that cookie authorizes a control POST only when its Origin is the
 // console's own.
 func TestConsoleIngress(t *testing.T) {
-	mv := consoleHost(t)
+	mv := consoleHost(t, "")
 
 	if resp, _ := consoleRequest(t, mv, "GET", "/ui", nil); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("GET /ui without the token: %s, want 401", resp.Status)
@@ -168,7 +168,7 @@ func TestConsoleIngress(t *testing.T) {
 // button reaches the host and its answer shows in the page.
 func TestConsoleInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
-	mv := consoleHost(t)
+	mv := consoleHost(t, "")
 
 	// One call through the host, with an argument the console must not show.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -340,11 +340,12 @@ func (mv *mcpvisor) statusWithToken(t *testing.T) map[string]serverStatus {
 	return out
 }
 
-// The console's live-update streams are bounded: past the limit a page
-// gets 503 saying why, and a closed stream frees its place.
+// The console's live-update streams are bounded (console { max_streams }):
+// past the limit a page gets 503 saying why, and a closed stream frees its
+// place.
 func TestConsoleStreamsBounded(t *testing.T) {
-	mv := consoleHost(t)
-	const limit = 16 // consoleMaxStreams
+	const limit = 3
+	mv := consoleHost(t, fmt.Sprintf("  console {\n    max_streams = %d\n  }\n", limit))
 	open := func() (*http.Response, error) {
 		req, _ := http.NewRequest("GET", "http://"+mv.addr+"/ui/events", nil)
 		req.Header.Set("Authorization", "Bearer "+consoleToken)
@@ -379,7 +380,7 @@ func TestConsoleStreamsBounded(t *testing.T) {
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "console pages") {
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "max_streams") {
 		t.Errorf("stream past the limit: %s %q, want 503 saying why", resp.Status, body)
 	}
 	streams[0].Body.Close()
