@@ -252,6 +252,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	checkScreenshot(t, shot)
 
+	// A call made while the page is open reaches it over the live stream,
+	// without a reload.
+	if n := run(t, browser, chromedp.Evaluate[int](`document.querySelectorAll("table.calls tbody tr").length`)); n != 1 {
+		t.Errorf("recent calls listed: %d, want 1", n)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "web__greet", Arguments: map[string]any{}}); err != nil {
+		t.Fatalf("calling greet again: %v", err)
+	}
+	if _, err := chromedp.Run(browser, chromedp.Poll[bool](`document.querySelectorAll("table.calls tbody tr").length === 2`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Errorf("the second call did not appear in the open page: %v", err)
+	}
+
 	err = chromedp.Do(browser, chromedp.Click(chromedp.CSS(`button[data-action="revive"][data-server="broken"]`)))
 	if err != nil {
 		t.Fatalf("clicking revive: %v", err)
