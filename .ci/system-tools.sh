@@ -2,7 +2,8 @@
 # Installs the Debian tools the tests use and the npm/Go toolchains do not
 # bring: promtool (Debian's `prometheus` package), which checks the /metrics
 # exposition, and haproxy, which the scale-out tests (host/scaleout) put in
-# front of two mcpvisor replicas. Idempotent: does nothing for a tool already
+# front of two mcpvisor replicas, and chromium, the headless browser that the
+# web console's test (host/hardening/console_test.go) drives. Idempotent: does nothing for a tool already
 # installed. Needs root and apt-get when it has work to do; otherwise it says
 # what to install and fails, so a test never silently skips its check.
 set -euo pipefail
@@ -13,6 +14,7 @@ PATH="$PATH:/usr/sbin:/sbin"
 missing=()   # Debian packages to install
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 
 if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "system-tools: installing Debian's ${missing[*]}"
@@ -32,6 +34,12 @@ if command -v haproxy >/dev/null 2>&1; then
   echo "system-tools: haproxy $(haproxy -v 2>&1 | head -1 | awk '{print $3}')"
 else
   echo "system-tools: haproxy is missing: install Debian's haproxy package (apt-get install haproxy)" >&2
+  status=1
+fi
+if command -v chromium >/dev/null 2>&1; then
+  echo "system-tools: $(chromium --version 2>/dev/null | head -1)"
+else
+  echo "system-tools: chromium is missing: install Debian's chromium package (apt-get install chromium)" >&2
   status=1
 fi
 exit "$status"

@@ -119,6 +119,8 @@ type Host struct {
 	// counts); nil when all of those are off.
 	telemetry *telemetry.Observer
 	audit     *audit.Log
+	// console is the web console's state: recent calls, live streams (ui.go).
+	console *console
 }
 
 // serverSet is an immutable snapshot of the running supervisors.
@@ -145,6 +147,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	// the logs of several replicas can be merged and still be told apart.
 	o.logger = o.logger.With("replica", replica)
 	h := &Host{opts: o, logger: o.logger, replica: replica, draining: make(chan struct{}), drainPeriod: cfg.Host.Drain}
+	h.console = newConsole(cfg.Host.Console)
 	h.stopping = make(chan struct{})
 	h.callsCut, h.cutCalls = context.WithCancelCause(context.Background())
 	h.results = transport.NewResultBudget(cfg.Host.MaxInflightBytes)
@@ -253,11 +256,11 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 // supervisorFor makes the supervisor of srv, reaching it through d (nil
 // for a server held in needs_config).
 func (h *Host) supervisorFor(srv *config.Server, d transport.Dialer) *upstream.Supervisor {
-	var obs upstream.Observer
 	if h.telemetry != nil {
-		obs = h.telemetry
 		h.telemetry.AddServer(srv.Name)
 	}
+	// The console keeps the recent calls even with telemetry off.
+	obs := consoleObserver{h}
 	var sup *upstream.Supervisor
 	sup = upstream.New(srv, upstream.Options{
 		Logger:     h.logger,
@@ -316,6 +319,7 @@ func specsOf(cfg *config.Config) []registry.ServerSpec {
 }
 
 func (h *Host) onStatus(st upstream.Status) {
+	h.console.changed()
 	if h.opts.onStatus != nil {
 		h.opts.onStatus(h.serverStatus(st))
 	}

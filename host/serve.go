@@ -134,6 +134,7 @@ func (h *Host) Handler() http.Handler {
 		mux.HandleFunc("POST /control/restart", h.control(h.Restart))
 		// `mcpvisor add` and `remove` (reloadcontrol.go).
 		mux.HandleFunc("POST /control/reload", h.serveReload)
+		h.mountConsole(mux) // the web console at /ui (ui.go)
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 			h.readyzAsked.Store(true)
 			rep := h.Readiness()
@@ -171,7 +172,7 @@ func (h *Host) Handler() http.Handler {
 		if o := hostCfg.OIDC; o != nil {
 			in.withOIDC(identity.NewOIDC(*o))
 		}
-		h.handler = h.inFlight.counted(in)
+		h.handler = h.inFlight.counted(consoleAuth(hostCfg.BearerToken, in))
 	})
 	return h.handler
 }

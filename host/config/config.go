@@ -178,6 +178,9 @@ type Host struct {
 	// Metrics bounds the tool label values of the Prometheus metrics.
 	Metrics Metrics
 
+	// Console bounds the web console at /ui.
+	Console Console
+
 	// SessionIdleTimeout closes a downstream HTTP session that has seen no
 	// request for this long (a client that went away without DELETE).
 	// Zero means DefaultSessionIdleTimeout.
@@ -492,6 +495,29 @@ type Metrics struct {
 	// MaxNames bounds them for all servers together (default 5000).
 	MaxNames int
 }
+
+// Console is the host's `console { … }` block: bounds on the web console
+// at /ui (docs/operations.md, "Web console"). Zero means the default
+// (only in a Config built in Go).
+type Console struct {
+	// MaxStreams bounds the console pages receiving live updates at once
+	// (DefaultConsoleMaxStreams); one more gets 503.
+	MaxStreams int
+	// RecentCalls is how many finished calls the console keeps in memory
+	// to show (DefaultConsoleRecentCalls, at most MaxConsoleRecentCalls).
+	RecentCalls int
+}
+
+// Defaults and bounds of the console block.
+const (
+	// DefaultConsoleMaxStreams: a few operators with a few tabs each.
+	DefaultConsoleMaxStreams = 16
+	// DefaultConsoleRecentCalls: a screenful of calls.
+	DefaultConsoleRecentCalls = 50
+	// MaxConsoleRecentCalls bounds recent_calls: the whole list is
+	// re-rendered on every live update.
+	MaxConsoleRecentCalls = 1000
+)
 
 // Catalog is the `catalog { … }` block: bounds on what one server lists.
 // A zero field (only in a Config built in Go: a file must write 1 or more)

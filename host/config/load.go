@@ -299,6 +299,16 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 			at("metrics.max_names", rm.MaxNames)
 		}
 	}
+	if rc := rh.Console; rc != nil {
+		if v, ok := d.integer(rc.MaxStreams, "max_streams"); ok {
+			h.Console.MaxStreams = v
+			at("console.max_streams", rc.MaxStreams)
+		}
+		if v, ok := d.integer(rc.RecentCalls, "recent_calls"); ok {
+			h.Console.RecentCalls = v
+			at("console.recent_calls", rc.RecentCalls)
+		}
+	}
 	if rh.Auth != nil {
 		d.src.host["auth"] = rh.Auth.DefRange
 		before := len(d.diags)

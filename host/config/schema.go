@@ -48,6 +48,9 @@ type hostSchema struct {
 	// Metrics bounds the label values of the Prometheus metrics.
 	Metrics *metricsSchema `hcl:"metrics,block"`
 
+	// Console bounds the web console at /ui.
+	Console *consoleSchema `hcl:"console,block"`
+
 	DefRange hcl.Range `hcl:",def_range"`
 }
 
@@ -63,6 +66,12 @@ type auditSchema struct {
 type metricsSchema struct {
 	MaxNamesPerServer hcl.Expression `hcl:"max_names_per_server,optional"`
 	MaxNames          hcl.Expression `hcl:"max_names,optional"`
+}
+
+// consoleSchema is the `console { … }` block inside the host block.
+type consoleSchema struct {
+	MaxStreams  hcl.Expression `hcl:"max_streams,optional"`
+	RecentCalls hcl.Expression `hcl:"recent_calls,optional"`
 }
 
 // authSchema is the `auth { … }` block inside the host block.

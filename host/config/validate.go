@@ -203,6 +203,20 @@ func (k *checker) host(h *Host) {
 				"%s in the host block's metrics block is %d; it must be 1 or more (remove it for the default).", attr, f.v)
 		}
 	}
+	for _, f := range []struct {
+		key      string
+		v, upper int
+	}{{"console.max_streams", h.Console.MaxStreams, 0}, {"console.recent_calls", h.Console.RecentCalls, MaxConsoleRecentCalls}} {
+		if f.v < 0 || (f.v == 0 && k.hostAt(f.key) != nil) || (f.upper > 0 && f.v > f.upper) {
+			attr := strings.TrimPrefix(f.key, "console.")
+			bound := "1 or more"
+			if f.upper > 0 {
+				bound = fmt.Sprintf("1 to %d", f.upper)
+			}
+			k.errorf(k.hostAt(f.key), "Invalid "+attr,
+				"%s in the host block's console block is %d; it must be %s (remove it for the default).", attr, f.v, bound)
+		}
+	}
 	if !k.unset("replica", h.Replica) {
 		if err := checkReplica(h.Replica); err != "" {
 			k.errorf(k.hostAt("replica"), "Invalid replica",

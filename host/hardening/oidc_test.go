@@ -380,24 +380,13 @@ func connectWithToken(t *testing.T, mv *mcpvisor, token string) (*mcp.ClientSess
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   "http://" + mv.addr + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerTransport{token: token, next: tr}},
+		HTTPClient: &http.Client{Transport: bearerTransport{base: tr, token: token}},
 		MaxRetries: -1,
 	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol})
 	if err == nil {
 		t.Cleanup(func() { cs.Close() })
 	}
 	return cs, err
-}
-
-type bearerTransport struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 // callEcho calls the echo tool and fails the test unless it answers.
