@@ -339,7 +339,7 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest, server
 	if !needsInputBridge(req.Session) {
 		return g.backend.CallTool(ctx, downstream(req.Session), server, &p)
 	}
-	return bridged(g, ctx, req.Session, req.ClientCapabilities(), &p.RequestState, &p.InputResponses, p.GetProgressToken(),
+	return bridged(g, ctx, req.Session, req.ClientCapabilities, &p.RequestState, &p.InputResponses, p.GetProgressToken(),
 		func(ctx context.Context, d upstream.Downstream) (*mcp.CallToolResult, error) {
 			return g.backend.CallTool(ctx, d, server, &p)
 		},
@@ -356,7 +356,7 @@ func (g *Gateway) promptHandler(server, original string) mcp.PromptHandler {
 		if !needsInputBridge(req.Session) {
 			return g.backend.GetPrompt(ctx, downstream(req.Session), server, &p)
 		}
-		return bridged(g, ctx, req.Session, req.ClientCapabilities(), &p.RequestState, &p.InputResponses, p.GetProgressToken(),
+		return bridged(g, ctx, req.Session, req.ClientCapabilities, &p.RequestState, &p.InputResponses, p.GetProgressToken(),
 			func(ctx context.Context, d upstream.Downstream) (*mcp.GetPromptResult, error) {
 				return g.backend.GetPrompt(ctx, d, server, &p)
 			},
@@ -373,7 +373,7 @@ func (g *Gateway) resourceHandler(server string) mcp.ResourceHandler {
 			return g.backend.ReadResource(ctx, downstream(req.Session), server, req.Params)
 		}
 		p := *req.Params
-		return bridged(g, ctx, req.Session, req.ClientCapabilities(), &p.RequestState, &p.InputResponses, p.GetProgressToken(),
+		return bridged(g, ctx, req.Session, req.ClientCapabilities, &p.RequestState, &p.InputResponses, p.GetProgressToken(),
 			func(ctx context.Context, d upstream.Downstream) (*mcp.ReadResourceResult, error) {
 				return g.backend.ReadResource(ctx, d, server, &p)
 			},

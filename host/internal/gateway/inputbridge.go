@@ -91,8 +91,12 @@ type bridgedCall struct {
 	err  error
 
 	// declared is what the client declared with the request that started
-	// the call; set before the upstream call starts, read-only after.
-	declared *mcp.InitializeParams
+	// the call; set before the upstream call starts, read-only after. It is
+	// computed on first use: the go-sdk decodes the request's capabilities
+	// out of its _meta anew each time they are asked for (a JSON decode
+	// with a 32 KiB buffer), and most calls never make an upstream request
+	// that needs them (host/bench/README.md, BenchmarkCallAllocation).
+	declared func() *mcp.InitializeParams
 
 	mu    sync.Mutex
 	round *mcp.ServerSession // the session of the request now waiting, nil between rounds
@@ -331,7 +335,12 @@ func (c *bridgedCall) NotifyProgress(_ context.Context, p *mcp.ProgressNotificat
 // InitializeParams is what the client declared with the request that
 // started the call: its capabilities decide which of the upstream's requests
 // may become input requests.
-func (c *bridgedCall) InitializeParams() *mcp.InitializeParams { return c.declared }
+func (c *bridgedCall) InitializeParams() *mcp.InitializeParams {
+	if c.declared == nil {
+		return nil
+	}
+	return c.declared()
+}
 
 func (c *bridgedCall) Log(_ context.Context, p *mcp.LoggingMessageParams) error {
 	ss, ctx, _ := c.current()
@@ -383,13 +392,13 @@ func askFor[R mcp.InputResponse](ctx context.Context, c *bridgedCall, method str
 }
 
 // bridged runs one round of a 2026-07-28 client's request through the
-// input bridge. caps are the capabilities the request declared (in its
-// _meta); the upstream's requests the client did not declare never become
+// input bridge. caps returns the capabilities the request declared (in its
+// _meta), and is called only if the upstream makes a request; the upstream's requests the client did not declare never become
 // input requests. state and answers point at the request's requestState and
 // inputResponses, which are the bridge's, not the upstream's: they are
 // taken out of the params. call is the upstream request, inputRequired
 // makes the result that asks the client for input.
-func bridged[R mcp.Result](g *Gateway, ctx context.Context, ss *mcp.ServerSession, caps *mcp.ClientCapabilities, state *string, answers *mcp.InputResponseMap, token any,
+func bridged[R mcp.Result](g *Gateway, ctx context.Context, ss *mcp.ServerSession, caps func() *mcp.ClientCapabilities, state *string, answers *mcp.InputResponseMap, token any,
 	call func(context.Context, upstream.Downstream) (R, error),
 	inputRequired func(asks mcp.InputRequestMap, state string) R,
 ) (R, error) {
@@ -397,7 +406,9 @@ func bridged[R mcp.Result](g *Gateway, ctx context.Context, ss *mcp.ServerSessio
 	*state, *answers = "", nil
 	res, asks, newState, err := g.inputs.run(ctx, ss, st, ans, token,
 		func(ctx context.Context, d *bridgedCall) (mcp.Result, error) {
-			d.declared = &mcp.InitializeParams{Capabilities: caps}
+			d.declared = sync.OnceValue(func() *mcp.InitializeParams {
+				return &mcp.InitializeParams{Capabilities: caps()}
+			})
 			return call(ctx, d)
 		})
 	if err != nil || asks != nil {

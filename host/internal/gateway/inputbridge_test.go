@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
 // The bridge's state machine, driven as the gateway's handlers drive it:
@@ -201,4 +203,44 @@ func TestInputBridgeLimit(t *testing.T) {
 		b.calls[s].cancel()
 	}
 	b.mu.Unlock()
+}
+
+// The capabilities a 2026-07-28 request declared are read (the go-sdk
+// decodes them out of its _meta with a 32 KiB decoder buffer each time) only
+// when the upstream makes a request that needs them, and then once per call
+// however many requests it makes (host/bench/README.md,
+// BenchmarkCallAllocation).
+func TestBridgedReadsDeclaredCapabilitiesOnlyWhenAsked(t *testing.T) {
+	g := &Gateway{}
+	ctx := context.Background()
+	reads := 0
+	caps := func() *mcp.ClientCapabilities {
+		reads++
+		return &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}
+	}
+	var state string
+	var answers mcp.InputResponseMap
+	plain := func(ctx context.Context, d upstream.Downstream) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
+	if _, err := bridged(g, ctx, nil, caps, &state, &answers, nil, plain, func(mcp.InputRequestMap, string) *mcp.CallToolResult { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if reads != 0 {
+		t.Fatalf("a call that made no upstream request read the declared capabilities %d times, want 0", reads)
+	}
+	asking := func(ctx context.Context, d upstream.Downstream) (*mcp.CallToolResult, error) {
+		for range 3 {
+			if ip := d.InitializeParams(); ip == nil || ip.Capabilities == nil || ip.Capabilities.Sampling == nil {
+				t.Errorf("the upstream call sees declared %+v, want the request's capabilities", ip)
+			}
+		}
+		return &mcp.CallToolResult{}, nil
+	}
+	if _, err := bridged(g, ctx, nil, caps, &state, &answers, nil, asking, func(mcp.InputRequestMap, string) *mcp.CallToolResult { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if reads != 1 {
+		t.Fatalf("a call that looked at them three times read the declared capabilities %d times, want 1", reads)
+	}
 }
