@@ -1,3 +1,5 @@
+//go:build unix
+
 package bench_test
 
 import (
