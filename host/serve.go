@@ -26,6 +26,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // HTTP server limits for Serve. Every wait a client can cause has a
@@ -293,7 +294,7 @@ func (h *Host) sessionCap(next http.Handler) http.Handler {
 	max := cmp.Or(h.servers.Load().cfg.Host.MaxSessions, config.DefaultMaxSessions)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		opens := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" &&
-			r.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion
+			r.Header.Get("Mcp-Protocol-Version") < wire.Stateless
 		if opens && !h.gateway.AdmitSession(max) {
 			h.logger.Warn("http request refused: every session is busy", "max_sessions", max, "remote", r.RemoteAddr)
 			w.Header().Set("Retry-After", "10")
@@ -303,9 +304,6 @@ func (h *Host) sessionCap(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-// statelessProtocolVersion is the first protocol version without sessions.
-const statelessProtocolVersion = "2026-07-28"
 
 // Serve serves Handler on ln until ctx ends, then shuts down: it takes no
 // new connection, requests in flight get a short grace, calls still

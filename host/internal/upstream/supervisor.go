@@ -64,6 +64,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
@@ -121,17 +122,6 @@ const (
 	// process is spawned), and without it a server back from a short
 	// outage would stay parked for up to a cooldown while agents call it.
 	remoteProbeEvery = 500 * time.Millisecond
-
-	// DefaultProtocolVersion is requested from upstreams whose block sets no
-	// protocol_version. It is the newest session-based version: on it an
-	// upstream may send sampling and elicitation requests while serving a
-	// call, which mcpvisor forwards to the downstream client; 2026-07-28
-	// forbids that in favour of input-required results.
-	DefaultProtocolVersion = "2025-11-25"
-
-	// statelessProtocolVersion is the first protocol version without
-	// sessions (SEP-2575); its results are shaped by the SDK.
-	statelessProtocolVersion = "2026-07-28"
 
 	// processExitGrace is how long a broken process-backed session waits for
 	// the process's exit to be reported, so status shows the exit status
@@ -963,7 +953,7 @@ func (s *Supervisor) connect() (*session, error) {
 	}
 	version := s.cfg.ProtocolVersion
 	if version == "" {
-		version = DefaultProtocolVersion
+		version = wire.DefaultUpstream
 	}
 	opts := &mcp.ClientSessionOptions{ProtocolVersion: version}
 	cs, conn, err := s.connectSession(ctx, link, opts)
@@ -1005,7 +995,7 @@ func (s *Supervisor) connect() (*session, error) {
 		s.closeSession(sess)
 		return nil, fmt.Errorf("listing tools, resources and prompts: %w", err)
 	}
-	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Logging != nil && ir.ProtocolVersion < statelessProtocolVersion {
+	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Logging != nil && ir.ProtocolVersion < wire.Stateless {
 		// Ask for everything; each downstream session filters by the level
 		// its client set, as the go-sdk server does for its own logs. (A
 		// 2026-07-28 session is asked per request: bridge.go.)
