@@ -421,10 +421,6 @@ func (h *Host) Status() []ServerStatus {
 	return out
 }
 
-// StateDisabled is the state Status gives a server block with enabled =
-// false: validated, never started.
-const StateDisabled = "disabled"
-
 // enabledServers are the server blocks of cfg that run: all but those
 // with enabled = false.
 func enabledServers(cfg *config.Config) []*config.Server {
@@ -779,7 +775,7 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 		h.registry.Update(sup.Name(), sup.Catalog())
 	}
 	for _, name := range res.Unchanged {
-		if next.sups[name].Status().State == upstream.StateParked.String() {
+		if next.sups[name].Status().State == upstream.StateParked {
 			next.sups[name].Revive()
 		}
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
-	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
@@ -205,7 +204,7 @@ type Readiness struct {
 // NotReadyServer is a server that is not ready.
 type NotReadyServer struct {
 	Name     string `json:"name"`
-	State    string `json:"state"`
+	State    State  `json:"state"`
 	Required bool   `json:"required"`
 	// LastError says why, credentials redacted.
 	LastError string `json:"last_error,omitempty"`
@@ -224,7 +223,7 @@ func (h *Host) Readiness() Readiness {
 	ready := 0
 	for _, name := range set.order {
 		st := set.sups[name].Status()
-		if st.State == upstream.StateReady.String() {
+		if st.State == StateReady {
 			ready++
 			continue
 		}

@@ -66,42 +66,23 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
+	"github.com/mcpvisor/mcpvisor/host/status"
 )
 
-// State is a supervisor's lifecycle state.
-type State int
+// State is a supervisor's lifecycle state (package status names them for
+// the host too).
+type State = status.State
 
-// The supervisor states (DESIGN.md §4).
+// The supervisor states (docs/design.md §4).
 const (
-	StateStarting State = iota
-	StateReady
-	StateReconnecting
-	StateParked
-	StateStopped
-	StateNeedsLogin
-	StateNeedsConfig
+	StateStarting     = status.Starting
+	StateReady        = status.Ready
+	StateReconnecting = status.Reconnecting
+	StateParked       = status.Parked
+	StateStopped      = status.Stopped
+	StateNeedsLogin   = status.NeedsLogin
+	StateNeedsConfig  = status.NeedsConfig
 )
-
-// String returns the state's name as shown in status.
-func (s State) String() string {
-	switch s {
-	case StateStarting:
-		return "starting"
-	case StateReady:
-		return "ready"
-	case StateReconnecting:
-		return "reconnecting"
-	case StateParked:
-		return "parked"
-	case StateStopped:
-		return "stopped"
-	case StateNeedsLogin:
-		return "needs_login"
-	case StateNeedsConfig:
-		return "needs_config"
-	}
-	return "unknown"
-}
 
 const (
 	// defaultBackoffBase is the second retry's delay; it doubles from there
@@ -173,39 +154,9 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Status is a supervisor's externally visible state.
-type Status struct {
-	Name       string    `json:"name"`
-	Transport  string    `json:"transport"`
-	State      string    `json:"state"`
-	Since      time.Time `json:"since"`
-	Generation uint64    `json:"generation"`
-	// Retries is how many retries the current run of consecutive failures
-	// has made (the first failure is not a retry); the server parks when
-	// they reach MaxRetries and fail.
-	Retries    int    `json:"retries"`
-	MaxRetries int    `json:"max_retries"`
-	Breaker    string `json:"breaker"`
-	// BreakerFailures is the breaker's count of consecutive call failures.
-	BreakerFailures int `json:"breaker_failures"`
-	// BreakerRetryAt is when an open breaker lets the next probe through.
-	BreakerRetryAt time.Time `json:"breaker_retry_at,omitzero"`
-	// NextAttempt is when a reconnecting or parked server tries again.
-	NextAttempt time.Time `json:"next_attempt,omitzero"`
-	LastError   string    `json:"last_error,omitempty"`
-	// Action says what a person must do for the server to recover, when
-	// it cannot on its own ("run `mcpvisor login NAME`").
-	Action      string    `json:"action,omitempty"`
-	LastErrorAt time.Time `json:"last_error_at,omitzero"`
-	Tools       int       `json:"tools"`
-	Resources   int       `json:"resources"`
-	Prompts     int       `json:"prompts"`
-	// Pid is the server process's pid for stdio servers that are running.
-	Pid int `json:"pid,omitempty"`
-	// CatalogTruncatedReason says why the last listing stopped before
-	// the upstream's end (catalog.go); "" when it listed everything.
-	CatalogTruncatedReason string `json:"catalog_truncated_reason,omitempty"`
-}
+// Status is a supervisor's externally visible state: the supervisor fills
+// the lifecycle fields, the host the rest.
+type Status = status.Server
 
 // session is one live connection: a generation of the server.
 type session struct {
@@ -248,7 +199,7 @@ func (s *session) isDead() bool {
 // we observe (stdio, plugin): a broken connection there means the process is
 // gone or going, and an in-flight call's outcome is unknown.
 func (s *session) processBacked() bool {
-	_, ok := s.link.(interface{ Pid() int })
+	_, ok := s.link.(transport.ProcessLink)
 	return ok
 }
 
@@ -495,7 +446,7 @@ func (s *Supervisor) Status() Status {
 	st := Status{
 		Name:        s.name,
 		Transport:   string(s.cfg.Transport),
-		State:       s.state.String(),
+		State:       s.state,
 		Since:       s.since,
 		Generation:  s.gen,
 		Retries:     max(s.failures-1, 0),
@@ -520,7 +471,7 @@ func (s *Supervisor) Status() Status {
 	bs, bf, until := s.breaker.Snapshot()
 	st.Breaker, st.BreakerFailures, st.BreakerRetryAt = bs.String(), bf, until
 	if cur := s.cur.Load(); cur != nil {
-		if p, ok := cur.link.(interface{ Pid() int }); ok {
+		if p, ok := cur.link.(transport.ProcessLink); ok {
 			st.Pid = p.Pid()
 		}
 	}
@@ -1026,7 +977,7 @@ func (s *Supervisor) connectSession(ctx context.Context, link transport.Link, op
 	}()
 	t := link.Transport()
 	var holder connHolder
-	if _, ok := link.(interface{ Pid() int }); ok {
+	if _, ok := link.(transport.ProcessLink); ok {
 		t = processTransport{Transport: t, s: s, holder: &holder}
 	} else if r, ok := link.(transport.NotificationRelay); ok {
 		s.relayed.Store(true)
