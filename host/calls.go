@@ -83,62 +83,54 @@ type gatewaySink struct{ g *gateway.Gateway }
 func (s *gatewaySink) Apply(ch registry.Changes) { s.g.Apply(ch) }
 
 // backend adapts the Host to gateway.Backend: route by server name to that
-// server's supervisor.
+// server's supervisor. Every operation goes through operate, the one path
+// from the gateway to a supervisor.
 type backend struct{ h *Host }
 
-func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+// operate runs one downstream operation (op names it in errors) on the
+// server's supervisor: it looks the supervisor up, lets shutdown cut the
+// call (cuttable), and turns the error into what the downstream client
+// gets (wireError), in one place.
+func operate[R any](ctx context.Context, b backend, server, op string, f func(context.Context, *upstream.Supervisor) (R, error)) (R, error) {
 	s, err := b.h.sup(server)
 	if err != nil {
-		return nil, err
+		var zero R
+		return zero, err
 	}
 	ctx, done := b.h.cuttable(ctx)
 	defer done()
-	res, err := s.CallTool(ctx, d, p)
-	return res, wireError(cutError(ctx, server, "tools/call", err))
+	res, err := f(ctx, s)
+	return res, wireError(cutError(ctx, server, op, err))
+}
+
+func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	return operate(ctx, b, server, "tools/call", func(ctx context.Context, s *upstream.Supervisor) (*mcp.CallToolResult, error) {
+		return s.CallTool(ctx, d, p)
+	})
 }
 
 func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error) {
-	s, err := b.h.sup(server)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := b.h.cuttable(ctx)
-	defer done()
-	res, err := s.Forward(ctx, d, tool, params)
-	return res, wireError(cutError(ctx, server, "tools/call", err))
+	return operate(ctx, b, server, "tools/call", func(ctx context.Context, s *upstream.Supervisor) (json.RawMessage, error) {
+		return s.Forward(ctx, d, tool, params)
+	})
 }
 
 func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
-	s, err := b.h.sup(server)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := b.h.cuttable(ctx)
-	defer done()
-	res, err := s.ReadResource(ctx, d, p)
-	return res, wireError(cutError(ctx, server, "resources/read", err))
+	return operate(ctx, b, server, "resources/read", func(ctx context.Context, s *upstream.Supervisor) (*mcp.ReadResourceResult, error) {
+		return s.ReadResource(ctx, d, p)
+	})
 }
 
 func (b backend) GetPrompt(ctx context.Context, d upstream.Downstream, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
-	s, err := b.h.sup(server)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := b.h.cuttable(ctx)
-	defer done()
-	res, err := s.GetPrompt(ctx, d, p)
-	return res, wireError(cutError(ctx, server, "prompts/get", err))
+	return operate(ctx, b, server, "prompts/get", func(ctx context.Context, s *upstream.Supervisor) (*mcp.GetPromptResult, error) {
+		return s.GetPrompt(ctx, d, p)
+	})
 }
 
 func (b backend) Complete(ctx context.Context, d upstream.Downstream, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
-	s, err := b.h.sup(server)
-	if err != nil {
-		return nil, err
-	}
-	ctx, done := b.h.cuttable(ctx)
-	defer done()
-	res, err := s.Complete(ctx, d, p)
-	return res, wireError(cutError(ctx, server, "completion/complete", err))
+	return operate(ctx, b, server, "completion/complete", func(ctx context.Context, s *upstream.Supervisor) (*mcp.CompleteResult, error) {
+		return s.Complete(ctx, d, p)
+	})
 }
 
 func (b backend) Subscribe(ctx context.Context, server string, p *mcp.SubscribeParams) error {
