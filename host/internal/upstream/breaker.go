@@ -8,7 +8,7 @@ import (
 // BreakerState is a circuit breaker's position.
 type BreakerState int
 
-// The breaker's states (DESIGN.md §5).
+// The breaker's states (docs/design.md §5).
 const (
 	// BreakerClosed lets every call through.
 	BreakerClosed BreakerState = iota

@@ -195,7 +195,7 @@ func forSession[P any](sess *session, params *P, meta func(*P) *mcp.Meta) *P {
 	return &p
 }
 
-// do runs one upstream operation through the recovery path (DESIGN.md §6):
+// do runs one upstream operation through the recovery path (docs/design.md §6):
 // breaker gate, a ready session, the operation, then by error class:
 // canceled → return; auth and session gone → new session, retry once;
 // process died → new session, retry only when replayable; timeout and
@@ -224,7 +224,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		// An open breaker fails calls fast while the server keeps failing
 		// them. While the supervisor is already getting a new session,
 		// though, the call waits for it (the new session closes the
-		// breaker) instead of failing (DESIGN.md §5). A parked remote
+		// breaker) instead of failing (docs/design.md §5). A parked remote
 		// server may be probed early, rate-limited (remoteProbeEvery).
 		s.mu.Lock()
 		state := s.state

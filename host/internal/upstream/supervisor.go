@@ -1,10 +1,19 @@
 // Package upstream supervises one MCP server per server block: it connects,
 // detects death, respawns with backoff, parks when the retry budget is spent,
 // revives on a half-open probe, and runs every operation through the
-// recovery path of DESIGN.md §6.
+// recovery path of docs/design.md §6.
 package upstream
 
 /*
+Design note: the files, by job (docs/design.md §4).
+
+supervisor.go holds the Supervisor and its fields (the lock guarding each
+is named beside it), construction, Start/Stop and Status; lifecycle.go the
+state machine below (the run loop); session.go one generation's session
+(connect, monitor, serve, close); breaker.go the breaker; call.go and
+forward.go call execution; downstream.go, inputrequests.go and bridge.go
+what an upstream sends during a call.
+
 Design note: the state machine.
 
     starting ─► ready ⇄ reconnecting ─► parked ─► (revive) starting
@@ -90,7 +99,7 @@ const (
 	backoffJitter = 0.2
 
 	// retryReadyCap bounds how long a recovering call waits for a newer
-	// session before giving up with the original error (DESIGN.md §6).
+	// session before giving up with the original error (docs/design.md §6).
 	retryReadyCap = 15 * time.Second
 
 	// remoteProbeEvery is how often calls may probe a parked remote (HTTP
