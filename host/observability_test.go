@@ -345,7 +345,7 @@ server "notes" {
 	}
 	names := []string{}
 	for _, s := range r.NotReady {
-		names = append(names, s.Name+"="+s.State)
+		names = append(names, s.Name+"="+string(s.State))
 	}
 	sort.Strings(names)
 	if strings.Join(names, ",") != "echo=parked,notes=parked" {

@@ -38,6 +38,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 const (
@@ -222,14 +223,14 @@ func refuse(w http.ResponseWriter, status int, retryAfter, msg string) {
 // without a session id from a client older than the stateless protocol.
 func opensSession(r *http.Request) bool {
 	return r.Method == http.MethodPost && r.URL.Path == "/mcp" && r.Header.Get("Mcp-Session-Id") == "" &&
-		r.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion
+		r.Header.Get("Mcp-Protocol-Version") < wire.Stateless
 }
 
 // statelessCall reports whether r is a stateless (2026-07-28) MCP request
 // that max_inflight counts: every one but subscriptions/listen, which is
 // a stream a client keeps open, not a call.
 func statelessCall(r *http.Request, body [][]byte) bool {
-	if r.Method != http.MethodPost || r.URL.Path != "/mcp" || r.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion {
+	if r.Method != http.MethodPost || r.URL.Path != "/mcp" || r.Header.Get("Mcp-Protocol-Version") < wire.Stateless {
 		return false
 	}
 	var msg struct {

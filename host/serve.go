@@ -28,7 +28,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
-	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // HTTP server limits for Serve. Every wait a client can cause has a
@@ -217,7 +217,7 @@ type Readiness struct {
 // NotReadyServer is a server that is not ready.
 type NotReadyServer struct {
 	Name     string `json:"name"`
-	State    string `json:"state"`
+	State    State  `json:"state"`
 	Required bool   `json:"required"`
 	// LastError says why, credentials redacted.
 	LastError string `json:"last_error,omitempty"`
@@ -236,7 +236,7 @@ func (h *Host) Readiness() Readiness {
 	ready := 0
 	for _, name := range set.order {
 		st := set.sups[name].Status()
-		if st.State == upstream.StateReady.String() {
+		if st.State == StateReady {
 			ready++
 			continue
 		}
@@ -306,7 +306,7 @@ func (h *Host) sessionCap(next http.Handler) http.Handler {
 	max := cmp.Or(h.servers.Load().cfg.Host.MaxSessions, config.DefaultMaxSessions)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		opens := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" &&
-			r.Header.Get("Mcp-Protocol-Version") < statelessProtocolVersion
+			r.Header.Get("Mcp-Protocol-Version") < wire.Stateless
 		if opens && !h.gateway.AdmitSession(max) {
 			h.limitHits.Hit(limits.MaxSessions)
 			h.logger.Warn("http request refused: every session is busy", "max_sessions", max, "remote", r.RemoteAddr)
@@ -317,9 +317,6 @@ func (h *Host) sessionCap(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-// statelessProtocolVersion is the first protocol version without sessions.
-const statelessProtocolVersion = "2026-07-28"
 
 // Serve serves Handler on ln until ctx ends, then shuts down: it takes no
 // new connection, requests in flight get a short grace, calls still

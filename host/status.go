@@ -1,112 +1,46 @@
 package host
 
 import (
-	"time"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/status"
 )
 
-// ServerStatus is one server's externally visible state, as `mcpvisor
-// status` and GET /status show it.
-type ServerStatus struct {
-	// Name is the server block's label.
-	Name string `json:"name"`
-	// Transport is "stdio", "streamable-http", "sse" or "plugin".
-	Transport string `json:"transport"`
-	// State is "starting", "ready", "reconnecting", "parked",
-	// "needs_login" (an OAuth server whose tokens could not be refreshed),
-	// "needs_config" (its block reads an environment variable that is not
-	// set; it is not started) or "stopped"; "disabled" for a block with
-	// enabled = false.
-	State string `json:"state"`
-	// Since is when the server entered State.
-	Since time.Time `json:"since"`
-	// Generation counts successful connects; each one is a new session.
-	Generation uint64 `json:"generation"`
-	// Retries is how many retries the current run of consecutive failures
-	// has made (the first failure is not a retry); MaxRetries is the
-	// budget: the server parks when that many retries have failed too.
-	Retries    int `json:"retries"`
-	MaxRetries int `json:"max_retries"`
-	// Breaker is the circuit breaker's state: "closed", "open" or
-	// "half-open"; BreakerFailures its count of consecutive failures.
-	Breaker         string `json:"breaker"`
-	BreakerFailures int    `json:"breaker_failures"`
-	// BreakerRetryAt is when an open breaker lets the next probe through.
-	BreakerRetryAt time.Time `json:"breaker_retry_at,omitzero"`
-	// NextAttempt is when a reconnecting or parked server tries again.
-	NextAttempt time.Time `json:"next_attempt,omitzero"`
-	// LastError says why the last attempt or session failed (credentials
-	// redacted); LastErrorAt is when.
-	LastError string `json:"last_error,omitempty"`
-	// Action says what a person must do for the server to recover, when
-	// it cannot on its own ("run `mcpvisor login NAME`").
-	Action      string    `json:"action,omitempty"`
-	LastErrorAt time.Time `json:"last_error_at,omitzero"`
-	// Tools, Resources and Prompts count what the server offers
-	// upstream (resources include templates).
-	Tools int `json:"tools"`
-	// ExposedTools counts the server's tools clients see: after the
-	// block's filters and name collisions; 0 while it is parked.
-	ExposedTools int `json:"exposed_tools"`
-	Resources    int `json:"resources"`
-	Prompts      int `json:"prompts"`
-	// Pid is the server process's pid for stdio servers that are running.
-	Pid int `json:"pid,omitempty"`
-	// CatalogTruncated is set when the server's last listing stopped at a
-	// bound of its catalog block (or at a repeated cursor) before the
-	// upstream's end: only the entries up to the bound are exposed.
-	// CatalogTruncatedReason says which bound, per list operation.
-	CatalogTruncated       bool   `json:"catalog_truncated"`
-	CatalogTruncatedReason string `json:"catalog_truncated_reason,omitempty"`
+// ServerStatus is one server's status (Host.Status, GET /status, the
+// WithStatusHandler callback). It is defined in package status, shared with
+// the supervisor that fills it.
+type ServerStatus = status.Server
 
-	// Calls counts the tools/call, resources/read and prompts/get
-	// operations forwarded to the server since the host started; Errors
-	// those answered with an error rather than a result (a tool's own
-	// isError result is a result). LastCallError is the last such error,
-	// redacted, and LastCallErrorAt when it happened. All zero when
-	// metrics are off (WithMetrics(false)).
-	Calls           uint64    `json:"calls"`
-	Errors          uint64    `json:"errors"`
-	LastCallError   string    `json:"last_call_error,omitempty"`
-	LastCallErrorAt time.Time `json:"last_call_error_at,omitzero"`
-}
+// State is a server's lifecycle state (ServerStatus.State).
+type State = status.State
 
-func (h *Host) serverStatus(s upstream.Status) ServerStatus {
-	st := ServerStatus{
-		Name:            s.Name,
-		Transport:       s.Transport,
-		State:           s.State,
-		Since:           s.Since,
-		Generation:      s.Generation,
-		Retries:         s.Retries,
-		MaxRetries:      s.MaxRetries,
-		Breaker:         s.Breaker,
-		BreakerFailures: s.BreakerFailures,
-		BreakerRetryAt:  s.BreakerRetryAt,
-		NextAttempt:     s.NextAttempt,
-		LastError:       s.LastError,
-		LastErrorAt:     s.LastErrorAt,
-		Action:          s.Action,
-		Tools:           s.Tools,
-		Resources:       s.Resources,
-		Prompts:         s.Prompts,
-		Pid:             s.Pid,
+// The states of ServerStatus.State.
+const (
+	StateStarting     = status.Starting
+	StateReady        = status.Ready
+	StateReconnecting = status.Reconnecting
+	StateParked       = status.Parked
+	StateStopped      = status.Stopped
+	StateNeedsLogin   = status.NeedsLogin
+	StateNeedsConfig  = status.NeedsConfig
+	// StateDisabled is the state Status gives a server block with
+	// enabled = false: validated, never started.
+	StateDisabled = status.Disabled
+)
 
-		CatalogTruncated:       s.CatalogTruncatedReason != "",
-		CatalogTruncatedReason: s.CatalogTruncatedReason,
-	}
+// serverStatus completes the status a supervisor reports with what the
+// host knows: the exposed tools, the catalog flag and the call counts.
+func (h *Host) serverStatus(st ServerStatus) ServerStatus {
+	st.CatalogTruncated = st.CatalogTruncatedReason != ""
 	if h.registry != nil {
 		for _, t := range h.registry.Tools() {
-			if t.Server == s.Name {
+			if t.Server == st.Name {
 				st.ExposedTools++
 			}
 		}
 	}
 	if h.telemetry != nil && !h.opts.noMetrics {
-		cs := h.telemetry.Stats(s.Name)
+		cs := h.telemetry.Stats(st.Name)
 		st.Calls, st.Errors, st.LastCallError, st.LastCallErrorAt = cs.Calls, cs.Errors, cs.LastError, cs.LastErrorAt
 	}
 	return st

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
-	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // allocConcurrency is the number of goroutines sharing one client session
@@ -35,7 +35,7 @@ const allocChunk = 300
 // 2026-07-28, where every request carries its own protocol version.
 func BenchmarkCallAllocation(b *testing.B) {
 	for _, up := range []string{"stdio", "http"} {
-		for _, version := range []string{upstream.DefaultProtocolVersion, "2026-07-28"} {
+		for _, version := range []string{wire.DefaultUpstream, wire.Stateless} {
 			b.Run(up+"/"+version, func(b *testing.B) {
 				measureAllocation(b, up, version)
 			})

@@ -34,7 +34,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
-	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // bins holds the binaries built by TestMain: "echo", "mcpvisor" and
@@ -98,7 +98,7 @@ func httpClient(b *testing.B) *http.Client {
 // the same protocol on every hop. (The session-based example servers also
 // refuse the stateless 2026-07-28 the go-sdk client would otherwise ask for.)
 func sessionOptions() *mcp.ClientSessionOptions {
-	return &mcp.ClientSessionOptions{ProtocolVersion: upstream.DefaultProtocolVersion}
+	return &mcp.ClientSessionOptions{ProtocolVersion: wire.DefaultUpstream}
 }
 
 // connect opens a client session and closes it when the benchmark ends.

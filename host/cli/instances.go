@@ -49,6 +49,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // controlTimeout bounds one request to a running host (a restart waits
@@ -279,7 +280,7 @@ func (t target) mcpClient() *http.Client {
 func (t target) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpvisor-cli", Version: host.Version}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: t.base + "/mcp", HTTPClient: t.mcpClient(), MaxRetries: -1},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.ClientSessionOptions{ProtocolVersion: wire.DefaultUpstream})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the running host (%s): %w", t.name, err)
 	}

@@ -93,9 +93,9 @@ func startupLine(sts []host.ServerStatus, final bool) string {
 		switch s.State {
 		case host.StateDisabled:
 			continue
-		case "ready":
+		case host.StateReady:
 			ready++
-		case "starting":
+		case host.StateStarting:
 		default: // reconnecting, parked, needs_login, needs_config, stopped
 			failed++
 			notes = append(notes, fmt.Sprintf("%s %s: %s", s.Name, s.State, firstLine(cmp.Or(s.Action, s.LastError, "no error given"))))

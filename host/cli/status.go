@@ -254,7 +254,7 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 // park; a disabled one never runs).
 func retriesColumn(s host.ServerStatus) string {
 	switch s.State {
-	case "parked", "disabled", "needs_login", "stopped":
+	case host.StateParked, host.StateDisabled, host.StateNeedsLogin, host.StateStopped:
 		return "-"
 	}
 	return fmt.Sprintf("%d of %d", s.Retries, s.MaxRetries)

@@ -19,7 +19,8 @@ import (
 // they reorder what is shown. Invalid UTF-8 bytes become \xNN. JSON output
 // needs none of this: encoding/json escapes control characters already.
 // See docs/security.md, "Terminal output".
-func termSafe(s string) string {
+func termSafe[S ~string](str S) string {
+	s := string(str)
 	if !needsEscape(s) {
 		return s
 	}

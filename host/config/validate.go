@@ -15,12 +15,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // ProtocolVersions are the MCP protocol versions a server block's
 // protocol_version may request, oldest first.
 func ProtocolVersions() []string {
-	return []string{"2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
+	return wire.ProtocolVersions()
 }
 
 // logLevels are the hclog level names log_level accepts.

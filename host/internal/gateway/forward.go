@@ -100,7 +100,7 @@ func (c *forwardingConn) forward(req *jsonrpc.Request) bool {
 	if ss == nil {
 		return false
 	}
-	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion >= statelessProtocolVersion {
+	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion >= wire.Stateless {
 		return false
 	}
 	target, ok := c.t.g.forwardTarget(req.Params)

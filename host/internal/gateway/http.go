@@ -4,14 +4,13 @@ import (
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
-// statelessProtocolVersion is the first MCP protocol version without
-// sessions (SEP-2575). Requests that declare it or a later one in the
+// Requests that declare wire.Stateless or a later version in the
 // Mcp-Protocol-Version header are served statelessly; older clients get the
 // session-based transport.
-const statelessProtocolVersion = "2026-07-28"
-
 // HTTPHandler returns the handler for streamable HTTP (served at /mcp by
 // the host, behind its ingress checks). It is the go-sdk's handler: it
 // bounds request bodies, checks Content-Type, Accept and the protocol
@@ -38,7 +37,7 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			PropagateRequestCancellation: true,
 		})
 		g.httpHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if v := r.Header.Get("Mcp-Protocol-Version"); v >= statelessProtocolVersion {
+			if v := r.Header.Get("Mcp-Protocol-Version"); v >= wire.Stateless {
 				stateless.ServeHTTP(w, r)
 				return
 			}

@@ -42,6 +42,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // inputWait is how long a call waiting for a client's answers is kept
@@ -61,7 +62,7 @@ func needsInputBridge(ss *mcp.ServerSession) bool {
 		return false
 	}
 	ip := ss.InitializeParams()
-	return ip == nil || ip.ProtocolVersion >= statelessProtocolVersion
+	return ip == nil || ip.ProtocolVersion >= wire.Stateless
 }
 
 // inputBridge holds the calls waiting for their clients' answers.

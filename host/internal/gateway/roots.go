@@ -29,6 +29,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // codeRejectedByTransport is the JSON-RPC code of the go-sdk's error for
@@ -103,7 +105,7 @@ func (g *Gateway) wantsRoots(ss *mcp.ServerSession) bool {
 		return false
 	}
 	ip := ss.InitializeParams()
-	return ip != nil && ip.ProtocolVersion < statelessProtocolVersion && ip.Capabilities != nil &&
+	return ip != nil && ip.ProtocolVersion < wire.Stateless && ip.Capabilities != nil &&
 		ip.Capabilities.RootsV2 != nil
 }
 

@@ -15,11 +15,12 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // probeProtocolVersion is the MCP version the unauthenticated probe
 // request announces; the server only has to answer it with a 401.
-const probeProtocolVersion = "2025-11-25"
+const probeProtocolVersion = wire.DefaultUpstream
 
 // probe sends the request an MCP client would send first, without a
 // token, so that the server answers with its WWW-Authenticate challenge.

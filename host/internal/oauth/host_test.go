@@ -62,7 +62,7 @@ func parse(t *testing.T, src string) *config.Config {
 	return cfg
 }
 
-func waitState(t *testing.T, h *host.Host, name, want string, within time.Duration) host.ServerStatus {
+func waitState(t *testing.T, h *host.Host, name string, want host.State, within time.Duration) host.ServerStatus {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

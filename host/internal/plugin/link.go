@@ -49,6 +49,8 @@ func (l *Link) Transport() mcp.Transport { return l.transport }
 // Pid is the plugin process's id.
 func (l *Link) Pid() int { return l.pid }
 
+var _ transport.ProcessLink = (*Link)(nil)
+
 // Done is closed when the plugin process has exited and been reaped.
 func (l *Link) Done() <-chan struct{} { return l.exited }
 

@@ -207,7 +207,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if m.status != nil {
 		for _, st := range m.status() {
 			for _, s := range states {
-				ch <- prometheus.MustNewConstMetric(m.stateDesc, prometheus.GaugeValue, boolValue(st.State == s.String()), st.Name, s.String())
+				ch <- prometheus.MustNewConstMetric(m.stateDesc, prometheus.GaugeValue, boolValue(st.State == s), st.Name, s.String())
 			}
 			for _, b := range breakerStates {
 				ch <- prometheus.MustNewConstMetric(m.breakerDesc, prometheus.GaugeValue, boolValue(st.Breaker == b.String()), st.Name, b.String())

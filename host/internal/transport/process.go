@@ -303,6 +303,8 @@ func readCappedLine(br *bufio.Reader) (line []byte, cut int, err error) {
 // group's keeper where there is one (see group.go), else by the child.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
+var _ ProcessLink = (*Process)(nil)
+
 // Transport returns the JSON-RPC transport over the process's stdio.
 func (p *Process) Transport() mcp.Transport {
 	return wire.NewServerLineTransport(p.stdout, p.stdin, p.strayLine, p.maxMessage, p.tooLarge)

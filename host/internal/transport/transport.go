@@ -38,6 +38,14 @@ type Link interface {
 	Close(ctx context.Context) error
 }
 
+// ProcessLink is a Link over a child process (stdio, plugins): its
+// death is observed, so a broken connection means the process is gone or
+// going, and Pid names it in status.
+type ProcessLink interface {
+	Link
+	Pid() int
+}
+
 // A Dialer makes new Links for one server block.
 type Dialer interface {
 	Dial(ctx context.Context) (Link, error)

@@ -25,6 +25,8 @@ import (
 	"maps"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // perRequestMetaKeys are the _meta keys of SEP-2575 (2026-07-28) that
@@ -40,7 +42,7 @@ var perRequestMetaKeys = []string{
 // it: without the per-request client keys on a session older than
 // 2026-07-28. meta itself is never modified.
 func (sess *session) bridgeMeta(meta mcp.Meta) mcp.Meta {
-	if sess.version() >= statelessProtocolVersion {
+	if sess.version() >= wire.Stateless {
 		if !sess.logs() {
 			return meta
 		}

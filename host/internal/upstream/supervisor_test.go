@@ -107,7 +107,7 @@ func start(t *testing.T, srv *config.Server, httpClient *http.Client) *harness {
 
 // waitState waits for the supervisor to reach state with a generation of
 // at least gen. The deadline guards against hangs; it is not a timing claim.
-func (h *harness) waitState(state string, gen uint64) upstream.Status {
+func (h *harness) waitState(state upstream.State, gen uint64) upstream.Status {
 	h.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -176,7 +176,7 @@ func run(ctx context.Context, serverURL, scenario string, sc scenarioContext) er
 	if err := h.WaitSettled(ctx); err != nil {
 		return err
 	}
-	if st := h.Status()[0]; st.State != "ready" {
+	if st := h.Status()[0]; st.State != host.StateReady {
 		return fmt.Errorf("server is %s, not ready: %s", st.State, st.LastError)
 	}
 	for _, tool := range h.Tools() {

@@ -1,0 +1,164 @@
+package host
+
+// The calls a Host makes on its servers: Host.CallTool and the backend the
+// gateway reaches the supervisors through (docs/design.md §6).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
+	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
+)
+
+// Tools returns the exposed tools, sorted by exposed name.
+func (h *Host) Tools() []Tool {
+	entries := h.registry.Tools()
+	out := make([]Tool, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, Tool{Tool: e.Tool, Server: e.Server, Original: e.Original})
+	}
+	return out
+}
+
+// CallTool calls an exposed tool (e.g. "echo__echo") with args, which may be
+// nil, a json.RawMessage, or any value that marshals to a JSON object. The
+// call goes through the same supervision and recovery as a gateway call.
+func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
+	e, ok := h.registry.LookupTool(name)
+	if !ok {
+		// A tool of a parked or restarting server still reaches it.
+		e, ok = h.registry.LookupDormant(name)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w %q: not exposed by any ready server (see `mcpvisor tools`)", ErrUnknownTool, name)
+	}
+	var raw json.RawMessage
+	switch a := args.(type) {
+	case nil:
+	case json.RawMessage:
+		raw = a
+	default:
+		b, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: encoding arguments: %w", name, err)
+		}
+		raw = b
+	}
+	return h.backendCall(ctx, e.Server, &mcp.CallToolParamsRaw{Name: e.Original, Arguments: raw})
+}
+
+func (h *Host) backendCall(ctx context.Context, server string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	s, err := h.sup(server)
+	if err != nil {
+		return nil, err
+	}
+	return s.CallTool(ctx, nil, p)
+}
+
+func (h *Host) sup(name string) (*upstream.Supervisor, error) {
+	set := h.servers.Load()
+	s, ok := set.sups[name]
+	if !ok {
+		for _, srv := range set.cfg.Servers {
+			if srv.Name == name && srv.Disabled {
+				return nil, fmt.Errorf("%w %q: it is disabled (enabled = false in its block); set enabled = true and reload", ErrUnknownServer, name)
+			}
+		}
+		return nil, fmt.Errorf("%w %q", ErrUnknownServer, name)
+	}
+	return s, nil
+}
+
+// gatewaySink forwards registry changes to the gateway once it exists. No
+// change can arrive before then: supervisors start only in Start.
+type gatewaySink struct{ g *gateway.Gateway }
+
+func (s *gatewaySink) Apply(ch registry.Changes) { s.g.Apply(ch) }
+
+// backend adapts the Host to gateway.Backend: route by server name to that
+// server's supervisor. Every operation goes through operate, the one path
+// from the gateway to a supervisor. The gateway's context for a call ends
+// once its answer is written to the client: the upstream response's bytes
+// of a tools/call, resources/read or prompts/get count against
+// max_inflight_bytes until then (transport.HoldResultsFor).
+type backend struct{ h *Host }
+
+// operate runs one downstream operation (op names it in errors) on the
+// server's supervisor: it looks the supervisor up, lets shutdown cut the
+// call (cuttable), and turns the error into what the downstream client
+// gets (wireError), in one place.
+func operate[R any](ctx context.Context, b backend, server, op string, f func(context.Context, *upstream.Supervisor) (R, error)) (R, error) {
+	s, err := b.h.sup(server)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	ctx, done := b.h.cuttable(ctx)
+	defer done()
+	res, err := f(ctx, s)
+	return res, wireError(cutError(ctx, server, op, err))
+}
+
+func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	return operate(transport.HoldResultsFor(ctx), b, server, "tools/call", func(ctx context.Context, s *upstream.Supervisor) (*mcp.CallToolResult, error) {
+		return s.CallTool(ctx, d, p)
+	})
+}
+
+func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error) {
+	return operate(transport.HoldResultsFor(ctx), b, server, "tools/call", func(ctx context.Context, s *upstream.Supervisor) (json.RawMessage, error) {
+		return s.Forward(ctx, d, tool, params)
+	})
+}
+
+func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	return operate(transport.HoldResultsFor(ctx), b, server, "resources/read", func(ctx context.Context, s *upstream.Supervisor) (*mcp.ReadResourceResult, error) {
+		return s.ReadResource(ctx, d, p)
+	})
+}
+
+func (b backend) GetPrompt(ctx context.Context, d upstream.Downstream, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	return operate(transport.HoldResultsFor(ctx), b, server, "prompts/get", func(ctx context.Context, s *upstream.Supervisor) (*mcp.GetPromptResult, error) {
+		return s.GetPrompt(ctx, d, p)
+	})
+}
+
+func (b backend) Complete(ctx context.Context, d upstream.Downstream, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return operate(ctx, b, server, "completion/complete", func(ctx context.Context, s *upstream.Supervisor) (*mcp.CompleteResult, error) {
+		return s.Complete(ctx, d, p)
+	})
+}
+
+func (b backend) Subscribe(ctx context.Context, server string, p *mcp.SubscribeParams) error {
+	s, err := b.h.sup(server)
+	if err != nil {
+		return err
+	}
+	return s.Subscribe(ctx, p)
+}
+
+func (b backend) Unsubscribe(ctx context.Context, server string, p *mcp.UnsubscribeParams) error {
+	s, err := b.h.sup(server)
+	if err != nil {
+		return err
+	}
+	return s.Unsubscribe(ctx, p)
+}
+
+// wireError is how a downstream client gets an upstream operation's error
+// (recovery.WireError): mcpvisor's own errors carry recovery.CodeUpstream
+// and their kind; a client's cancellation stays what it is.
+func wireError(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return recovery.WireError(err)
+}
