@@ -263,6 +263,8 @@ func (h *Host) supervisorFor(srv *config.Server, d transport.Dialer) *upstream.S
 		Dialer:     d,
 		ClientInfo: &mcp.Implementation{Name: "mcpvisor", Version: Version},
 		LimitHits:  h.limitHits,
+		// The same budget the HTTP links reserve from (transport.Options).
+		ResultBudget: h.results,
 		// Only the current supervisor of a name speaks for it: during a
 		// reload the new one starts beside the old one, and the old one's
 		// last word (withdrawing its catalog as it stops) must not withdraw

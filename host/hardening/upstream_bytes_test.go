@@ -394,6 +394,12 @@ func TestUpstreamResultsWithinInflightBudget(t *testing.T) {
 // callDiscard sends one tools/call on the raw session and reads the whole
 // answer as it comes, keeping only its first and last 4 kB.
 func (s *rawSession) callDiscard(t *testing.T, id int, params string) (n int64, head, tail string) {
+	return s.callDiscardAfter(t, id, params, 0)
+}
+
+// callDiscardAfter is callDiscard by a slow client: it starts reading the
+// answer's body only delay after its head arrived.
+func (s *rawSession) callDiscardAfter(t *testing.T, id int, params string, delay time.Duration) (n int64, head, tail string) {
 	req, err := http.NewRequest(http.MethodPost, "http://"+s.mv.addr+"/mcp",
 		strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, id, params)))
 	if err != nil {
@@ -410,6 +416,7 @@ func (s *rawSession) callDiscard(t *testing.T, id int, params string) (n int64, 
 		return
 	}
 	defer resp.Body.Close()
+	time.Sleep(delay)
 	ends := &headTail{}
 	n, err = io.Copy(ends, resp.Body)
 	if err != nil {
@@ -499,4 +506,76 @@ func TestOversizedResultStdioAndPlugin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStdioResultsWithinInflightBudget runs a stdio server whose results
+// arrive whole, as lines (6 MiB each, under its max_message_size), for
+// clients that read their answers slowly, so that every result is held
+// while its client is not reading. Like a JSON body's, a line's bytes
+// count against the host's max_inflight_bytes (16 MiB) until its answer
+// has been written: results past the budget fail as busy, naming the
+// server and the setting, instead of piling up; the calls that fit
+// succeed, the server's session and process go on, and /metrics counts
+// the refusals.
+func TestStdioResultsWithinInflightBudget(t *testing.T) {
+	const (
+		calls     = 12
+		size      = 6 << 20
+		slowRead  = time.Second
+		budgetMiB = 16
+	)
+	bin := filepath.Join(t.TempDir(), "bigstdio")
+	if err := testutil.GoBuild(bin, "./host/hardening/internal/bigstdio"); err != nil {
+		t.Fatal(err)
+	}
+	block := fmt.Sprintf("server \"bigio\" {\n  command = %s\n  max_message_size = \"8MiB\"\n  timeout = \"60s\"\n}\n", hclString(bin))
+	mv := startMcpvisorWith(t, fmt.Sprintf("  max_inflight_bytes = \"%dMiB\"\n", budgetMiB), block)
+	cs := connectClient(t, mv)
+	waitTool(t, cs, "bigio__t")
+	ctx, cancel := context.WithTimeout(context.Background(), callBound)
+	defer cancel()
+	pid := func(when string) string {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bigio__t", Arguments: map[string]any{"mode": "ok"}})
+		requireOK(t, "the ok call "+when, res, err, -1)
+		if err != nil || len(res.Content) == 0 {
+			t.FailNow()
+		}
+		return res.Content[0].(*mcp.TextContent).Text
+	}
+	first := pid("before")
+	raw := openRawSession(t, mv)
+
+	var wg sync.WaitGroup
+	var ok, busy atomic.Int64
+	for i := range calls {
+		wg.Go(func() {
+			n, head, tail := raw.callDiscardAfter(t, i+1, fmt.Sprintf(`{"name":"bigio__t","arguments":{"mode":"id-first","size":%d}}`, size), slowRead)
+			switch {
+			case n > size && !strings.Contains(tail, `"isError":true`):
+				ok.Add(1)
+			case strings.Contains(head, "busy"):
+				busy.Add(1)
+				if !strings.Contains(head, "max_inflight_bytes") || !strings.Contains(head, `\"bigio\"`) {
+					t.Errorf("call %d: a busy error must name the server and max_inflight_bytes: %s", i, head)
+				}
+			default:
+				t.Errorf("call %d: neither a whole result nor a busy error (%d bytes): %.300s … %.300s", i, n, head, tail)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d calls of %d MiB for slow clients: %d succeeded, %d refused as busy", calls, size>>20, ok.Load(), busy.Load())
+	if ok.Load() == 0 {
+		t.Error("no large call succeeded")
+	}
+	if busy.Load() == 0 {
+		t.Errorf("%d results of %d MiB held for slow clients all got through a %d MiB max_inflight_bytes", calls, size>>20, budgetMiB)
+	}
+	if n := mv.limitHits(t, "max_inflight_bytes"); n < int(busy.Load()) {
+		t.Errorf("mcpvisor_limit_hits_total{limit=\"max_inflight_bytes\"} is %d, want at least the %d busy calls", n, busy.Load())
+	}
+	if after := pid("after"); after != first {
+		t.Errorf("the server's process changed from %s to %s: refusing results must not end the session", first, after)
+	}
+	mv.alive(t)
 }

@@ -263,12 +263,25 @@ func HoldResultsFor(ctx context.Context) context.Context {
 	return context.WithValue(ctx, resultsHeldKey{}, ctx)
 }
 
+// HoldsResults reports whether ctx was marked by HoldResultsFor: a call
+// made for a downstream client, whose result is handed on when that
+// context ends. Only such calls' responses are counted by HoldResponse; a
+// list or ping the supervisor makes for itself is bounded per message.
+func HoldsResults(ctx context.Context) bool {
+	_, ok := ctx.Value(resultsHeldKey{}).(context.Context)
+	return ok
+}
+
 // holdUntilDone keeps n bytes of the budget until ctx, the context of the
 // call whose answer they are, is done — or, if the call was made under
 // HoldResultsFor, until that context is: then the call's result has been
 // handed on, or dropped. Every call mcpvisor makes has a deadline (the
 // server's timeout), so every such context ends.
 func (rt *boundedRoundTripper) holdUntilDone(ctx context.Context, n int64) {
+	rt.budget.holdUntilDone(ctx, n)
+}
+
+func (b *ResultBudget) holdUntilDone(ctx context.Context, n int64) {
 	if n == 0 {
 		return
 	}
@@ -278,10 +291,10 @@ func (rt *boundedRoundTripper) holdUntilDone(ctx context.Context, n int64) {
 	if ctx.Done() == nil {
 		// A context that never ends (only a test or an embedder's
 		// direct use builds one): hold nothing.
-		rt.budget.release(n)
+		b.release(n)
 		return
 	}
-	context.AfterFunc(ctx, func() { rt.budget.release(n) })
+	context.AfterFunc(ctx, func() { b.release(n) })
 }
 
 // tooLarge is the error of a response over the limit; size is its
@@ -314,10 +327,39 @@ func (rt *boundedRoundTripper) busy(req *http.Request, err error) error {
 	}
 	op := requestMethod(req)
 	rt.logger.Warn("upstream response refused: max_inflight_bytes reached", "op", op, "limit", rt.budget.Limit())
-	return &recovery.Error{Server: rt.server, Op: op, Class: recovery.Application,
-		Reason: fmt.Sprintf("mcpvisor is busy: the responses in flight from all servers fill max_inflight_bytes of the host block (%s), so this call's response was not read; retry later, or raise max_inflight_bytes",
-			config.FormatSize(rt.budget.Limit())),
+	return Busy(rt.server, op, rt.budget.Limit(), err)
+}
+
+// Busy is the error of a call to server whose response found no room in
+// the host's max_inflight_bytes (limit bytes); err wraps ErrBusy.
+func Busy(server, op string, limit int64, err error) *recovery.Error {
+	return &recovery.Error{Server: server, Op: op, Class: recovery.Application,
+		Reason: fmt.Sprintf("mcpvisor is busy: the responses in flight from all servers fill max_inflight_bytes of the host block (%s), so this call's response was dropped; retry later, or raise max_inflight_bytes",
+			config.FormatSize(limit)),
 		Limit: "max_inflight_bytes", Err: err}
+}
+
+// HoldResponse counts n bytes of a response that arrived whole (a stdio
+// line, a plugin frame) against the budget until the call it answers has
+// been handed on: until ctx, the call's context, or the context it was
+// marked with by HoldResultsFor, is done. It reports false, holding
+// nothing, when the budget has no room: the response is already in memory
+// and is then dropped, and the reader never waits, since waiting would
+// stall every other message of the connection. A nil budget holds nothing
+// and always has room.
+func (b *ResultBudget) HoldResponse(ctx context.Context, n int64) bool {
+	if b == nil || n <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	if b.used+n > b.limit {
+		b.mu.Unlock()
+		return false
+	}
+	b.used += n
+	b.mu.Unlock()
+	b.holdUntilDone(ctx, n)
+	return true
 }
 
 // requestMethod is the JSON-RPC method of an MCP request, for messages:

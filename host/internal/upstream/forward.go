@@ -32,6 +32,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
@@ -193,6 +194,11 @@ func (c *processConn) call(ctx context.Context, method string, params json.RawMe
 	}
 	select {
 	case resp := <-ch:
+		// Counted against the host's max_inflight_bytes until the caller
+		// has handed the result on, like a response the go-sdk reads.
+		if b := c.s.opts.ResultBudget; resp.Error == nil && transport.HoldsResults(ctx) && !b.HoldResponse(ctx, int64(len(resp.Result))) {
+			return nil, c.busy(method)
+		}
 		return responseResult(resp)
 	case <-ctx.Done():
 		release()

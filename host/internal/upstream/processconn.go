@@ -7,6 +7,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
 // The go-sdk client retires a call's response as soon as it reads it, but
@@ -37,7 +40,7 @@ func (t processTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	pc := &processConn{Connection: c, s: t.s, pending: map[string]chan *jsonrpc.Response{}}
+	pc := &processConn{Connection: c, s: t.s, pending: map[string]chan *jsonrpc.Response{}, calls: map[any]sdkCall{}}
 	if t.holder != nil {
 		t.holder.conn = pc
 	}
@@ -54,6 +57,19 @@ type processConn struct {
 	seq     uint64
 	pending map[string]chan *jsonrpc.Response
 	readErr error // set once Read has failed; no forwarded call can complete after
+
+	// calls are the go-sdk's calls in flight, by request id, with the
+	// context each was written with: its response is counted against the
+	// host's max_inflight_bytes until that call has been handed on. Guarded
+	// by mu.
+	calls map[any]sdkCall
+}
+
+// sdkCall is one of the go-sdk's calls in flight on a processConn.
+type sdkCall struct {
+	ctx    context.Context
+	method string
+	stop   func() bool // stops the cleanup that forgets a call whose context ended
 }
 
 const (
@@ -87,6 +103,52 @@ func (s *Supervisor) forwardNotification(req *jsonrpc.Request) bool {
 	return true
 }
 
+// Write records the go-sdk's calls, so that Read knows whose response it
+// reads (see calls).
+func (c *processConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && c.s.opts.ResultBudget != nil && transport.HoldsResults(ctx) {
+		id := req.ID.Raw()
+		c.mu.Lock()
+		// A call abandoned without a response is forgotten with its
+		// context; every call mcpvisor makes has a deadline.
+		stop := context.AfterFunc(ctx, func() {
+			c.mu.Lock()
+			delete(c.calls, id)
+			c.mu.Unlock()
+		})
+		c.calls[id] = sdkCall{ctx: ctx, method: req.Method, stop: stop}
+		c.mu.Unlock()
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+// hold counts a response against the host's max_inflight_bytes until its
+// call has been handed on (transport.ResultBudget.HoldResponse). A
+// response that finds no room is replaced by the call's "busy" error: the
+// bytes, already read, are dropped at once, and the session goes on.
+func (c *processConn) hold(resp *jsonrpc.Response) *jsonrpc.Response {
+	c.mu.Lock()
+	call, ok := c.calls[resp.ID.Raw()]
+	delete(c.calls, resp.ID.Raw())
+	c.mu.Unlock()
+	if !ok {
+		return resp
+	}
+	call.stop()
+	if c.s.opts.ResultBudget.HoldResponse(call.ctx, int64(len(resp.Result))) {
+		return resp
+	}
+	return &jsonrpc.Response{ID: resp.ID, Error: c.busy(call.method)}
+}
+
+// busy is the error a call gets whose response found no room in the
+// host's max_inflight_bytes.
+func (c *processConn) busy(method string) *jsonrpc.Error {
+	b := c.s.opts.ResultBudget
+	c.s.logger.Warn("upstream response refused: max_inflight_bytes reached", "op", method, "limit", b.Limit())
+	return recovery.WireError(transport.Busy(c.s.name, method, b.Limit(), transport.ErrBusy))
+}
+
 func (c *processConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
@@ -94,8 +156,13 @@ func (c *processConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.failPending(err)
 			return msg, err
 		}
-		if resp, ok := msg.(*jsonrpc.Response); ok && c.deliver(resp) {
-			continue
+		if resp, ok := msg.(*jsonrpc.Response); ok {
+			if c.deliver(resp) {
+				continue
+			}
+			if resp.Error == nil && c.s.opts.ResultBudget != nil {
+				msg = c.hold(resp)
+			}
 		}
 		req, ok := msg.(*jsonrpc.Request)
 		if ok && req.IsCall() && c.s.atPendingCap(req.Method) {

@@ -157,6 +157,11 @@ type Options struct {
 	// LimitHits counts the server's requests declined at
 	// max_pending_requests; nil counts nothing.
 	LimitHits *limits.Hits
+	// ResultBudget is the host's max_inflight_bytes: the responses of a
+	// process-backed link, which arrive whole, are counted against it
+	// until their call has been handed on (processconn.go); nil counts
+	// nothing.
+	ResultBudget *transport.ResultBudget
 	// BackoffBase overrides the 1 s base of the reconnect backoff (tests).
 	BackoffBase time.Duration
 	// Now overrides the clock used by the breaker (tests).
