@@ -252,6 +252,8 @@ type serverStatus struct {
 	// NextAttempt is when a reconnecting or parked server tries again.
 	NextAttempt time.Time `json:"next_attempt"`
 	Pid         int       `json:"pid"`
+	// Generation counts the server's sessions: it grows on every reconnect.
+	Generation uint64 `json:"generation"`
 }
 
 // status returns /status's servers by name.

@@ -508,16 +508,17 @@ func TestOversizedResultStdioAndPlugin(t *testing.T) {
 	}
 }
 
-// TestStdioResultsWithinInflightBudget runs a stdio server whose results
-// arrive whole, as lines (6 MiB each, under its max_message_size), for
-// clients that read their answers slowly, so that every result is held
-// while its client is not reading. Like a JSON body's, a line's bytes
-// count against the host's max_inflight_bytes (16 MiB) until its answer
-// has been written: results past the budget fail as busy, naming the
-// server and the setting, instead of piling up; the calls that fit
-// succeed, the server's session and process go on, and /metrics counts
-// the refusals.
-func TestStdioResultsWithinInflightBudget(t *testing.T) {
+// TestSlowClientsResultsWithinInflightBudget runs servers whose results
+// (6 MiB each, under their max_message_size) arrive whole — a stdio line,
+// or one event of a POST's event stream — for clients that read
+// their answers slowly, so that every result is held while its client is
+// not reading. Each counts against the host's max_inflight_bytes (16 MiB)
+// until its answer has been written: results past the budget fail as
+// busy, naming the server and the setting, instead of piling up; the
+// calls that fit succeed, the server's session goes on, and /metrics
+// counts the refusals. (A JSON body is read under the budget as it arrives
+// and waits for room instead: TestUpstreamResultsWithinInflightBudget.)
+func TestSlowClientsResultsWithinInflightBudget(t *testing.T) {
 	const (
 		calls     = 12
 		size      = 6 << 20
@@ -528,54 +529,61 @@ func TestStdioResultsWithinInflightBudget(t *testing.T) {
 	if err := testutil.GoBuild(bin, "./host/hardening/internal/bigstdio"); err != nil {
 		t.Fatal(err)
 	}
-	block := fmt.Sprintf("server \"bigio\" {\n  command = %s\n  max_message_size = \"8MiB\"\n  timeout = \"60s\"\n}\n", hclString(bin))
-	mv := startMcpvisorWith(t, fmt.Sprintf("  max_inflight_bytes = \"%dMiB\"\n", budgetMiB), block)
-	cs := connectClient(t, mv)
-	waitTool(t, cs, "bigio__t")
-	ctx, cancel := context.WithTimeout(context.Background(), callBound)
-	defer cancel()
-	pid := func(when string) string {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bigio__t", Arguments: map[string]any{"mode": "ok"}})
-		requireOK(t, "the ok call "+when, res, err, -1)
-		if err != nil || len(res.Content) == 0 {
-			t.FailNow()
-		}
-		return res.Content[0].(*mcp.TextContent).Text
-	}
-	first := pid("before")
-	raw := openRawSession(t, mv)
-
-	var wg sync.WaitGroup
-	var ok, busy atomic.Int64
-	for i := range calls {
-		wg.Go(func() {
-			n, head, tail := raw.callDiscardAfter(t, i+1, fmt.Sprintf(`{"name":"bigio__t","arguments":{"mode":"id-first","size":%d}}`, size), slowRead)
-			switch {
-			case n > size && !strings.Contains(tail, `"isError":true`):
-				ok.Add(1)
-			case strings.Contains(head, "busy"):
-				busy.Add(1)
-				if !strings.Contains(head, "max_inflight_bytes") || !strings.Contains(head, `\"bigio\"`) {
-					t.Errorf("call %d: a busy error must name the server and max_inflight_bytes: %s", i, head)
-				}
-			default:
-				t.Errorf("call %d: neither a whole result nor a busy error (%d bytes): %.300s … %.300s", i, n, head, tail)
+	for _, kind := range []string{"stdio", "sse"} {
+		t.Run(kind, func(t *testing.T) {
+			server, mode := "bigio", "id-first"
+			block := fmt.Sprintf("server \"bigio\" {\n  command = %s\n  max_message_size = \"8MiB\"\n  timeout = \"60s\"\n}\n", hclString(bin))
+			var u *bytesUpstream
+			if kind != "stdio" {
+				u = startBytesUpstream(t)
+				server, mode, block = "big", "sse-big", bytesBlock(u, "  max_message_size = \"8MiB\"\n")
 			}
+			tool := server + "__t"
+			if u != nil {
+				tool = bytesTool
+			}
+			mv := startMcpvisorWith(t, fmt.Sprintf("  max_inflight_bytes = \"%dMiB\"\n", budgetMiB), block)
+			cs := connectClient(t, mv)
+			waitTool(t, cs, tool)
+			raw := openRawSession(t, mv)
+
+			var wg sync.WaitGroup
+			var ok, busy atomic.Int64
+			for i := range calls {
+				wg.Go(func() {
+					n, head, tail := raw.callDiscardAfter(t, i+1, fmt.Sprintf(`{"name":%q,"arguments":{"mode":%q,"size":%d}}`, tool, mode, size), slowRead)
+					switch {
+					case n > size && !strings.Contains(tail, `"isError":true`):
+						ok.Add(1)
+					case strings.Contains(head, "busy"):
+						busy.Add(1)
+						if !strings.Contains(head, "max_inflight_bytes") || !strings.Contains(head, `\"`+server+`\"`) {
+							t.Errorf("call %d: a busy error must name the server and max_inflight_bytes: %s", i, head)
+						}
+					default:
+						t.Errorf("call %d: neither a whole result nor a busy error (%d bytes): %.300s … %.300s", i, n, head, tail)
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("%d calls of %d MiB for slow clients: %d succeeded, %d refused as busy", calls, size>>20, ok.Load(), busy.Load())
+			if ok.Load() == 0 {
+				t.Error("no large call succeeded")
+			}
+			if busy.Load() == 0 {
+				t.Errorf("%d results of %d MiB held for slow clients all got through a %d MiB max_inflight_bytes", calls, size>>20, budgetMiB)
+			}
+			if n := mv.limitHits(t, "max_inflight_bytes"); n < int(busy.Load()) {
+				t.Errorf("mcpvisor_limit_hits_total{limit=\"max_inflight_bytes\"} is %d, want at least the %d busy calls", n, busy.Load())
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), callBound)
+			defer cancel()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"mode": "ok"}})
+			requireOK(t, "a call afterwards", res, err, -1)
+			if st := mv.status(t)[server]; st.State != "ready" || st.Generation != 1 {
+				t.Errorf("after the refused results the server is %q, generation %d (last error %q); refusing results must not end its session", st.State, st.Generation, st.LastError)
+			}
+			mv.alive(t)
 		})
 	}
-	wg.Wait()
-	t.Logf("%d calls of %d MiB for slow clients: %d succeeded, %d refused as busy", calls, size>>20, ok.Load(), busy.Load())
-	if ok.Load() == 0 {
-		t.Error("no large call succeeded")
-	}
-	if busy.Load() == 0 {
-		t.Errorf("%d results of %d MiB held for slow clients all got through a %d MiB max_inflight_bytes", calls, size>>20, budgetMiB)
-	}
-	if n := mv.limitHits(t, "max_inflight_bytes"); n < int(busy.Load()) {
-		t.Errorf("mcpvisor_limit_hits_total{limit=\"max_inflight_bytes\"} is %d, want at least the %d busy calls", n, busy.Load())
-	}
-	if after := pid("after"); after != first {
-		t.Errorf("the server's process changed from %s to %s: refusing results must not end the session", first, after)
-	}
-	mv.alive(t)
 }

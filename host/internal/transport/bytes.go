@@ -12,8 +12,11 @@ package transport
 //     host's ResultBudget as they arrive and released when the call's
 //     result has been handed on or dropped: when the gateway has written
 //     the answer to its client (HoldResultsFor), else when the upstream
-//     call returns. Event streams are not counted: the go-sdk reads them
-//     one bounded event at a time.
+//     call returns. A result that arrives whole — an event over 64 KiB of
+//     a call's own event stream (events.go), a stdio line or a plugin
+//     frame (the supervisor's process connection) — is counted once read
+//     (HoldResponse) and cannot wait: without room it is dropped and its
+//     call fails as busy.
 //
 // A response refused by either bound fails as an error of RoundTrip. The
 // go-sdk treats a failed RoundTrip as that request's failure (it wraps it in

@@ -31,6 +31,10 @@ const (
 	eventKeep = 4 << 10
 	// eventReadSize is how much an event stream is read at a time.
 	eventReadSize = 32 << 10
+	// heldEventMin is the size from which an event of a call's own stream
+	// counts against max_inflight_bytes: results, not the progress and log
+	// notifications that precede them.
+	heldEventMin = 64 << 10
 	// sdkEventSlack is how far above max_message_size the go-sdk's own
 	// bound on an event is set: it counts an event's data, this file its
 	// lines, which are a little longer.
@@ -47,6 +51,13 @@ type eventLimitBody struct {
 	// callID returns the id of the call whose answer this stream is (a
 	// POST's stream), or nil (the standalone stream, a legacy SSE stream).
 	callID func() json.RawMessage
+
+	// hold, when set (a call's own stream), counts a large event's bytes
+	// against the host's max_inflight_bytes until the call has been handed
+	// on, and reports false when there is no room (HoldResponse); busy is
+	// the error the call then gets in the event's place.
+	hold func(n int) bool
+	busy func() *recovery.Error
 
 	buf      []byte // read from body
 	event    []byte // the current event, held until it ends
@@ -118,6 +129,12 @@ func (b *eventLimitBody) take(chunk []byte) {
 		if b.skipping {
 			b.out = append(b.out, b.replacement()...)
 			b.skipping, b.head, b.tail = false, nil, nil
+		} else if len(b.event) > heldEventMin && b.hold != nil && !b.hold(len(b.event)) {
+			// No room for it in max_inflight_bytes: the call gets its busy
+			// error in the event's place, and the event's bytes go now.
+			eventID, _ := eventFields(b.event[:min(len(b.event), eventKeep)])
+			b.out = append(b.out, b.answer(b.callID(), b.busy(), eventID)...)
+			b.event = nil
 		} else if len(b.out) == 0 && cap(b.event) > 64<<10 {
 			// A large event is handed on as it is, not copied; a
 			// long-lived stream does not keep its buffer.
@@ -169,7 +186,15 @@ func (b *eventLimitBody) replacement() []byte {
 		b.logger.Warn("upstream event over max_message_size dropped: not a response to a call", "limit", b.limit)
 		return nil
 	}
-	refusal := b.refusal()
+	return b.answer(id, b.refusal(), eventID)
+}
+
+// answer is an event answering call id with err; eventID, when not empty,
+// is kept so that a resumed stream starts after it.
+func (b *eventLimitBody) answer(id json.RawMessage, refusal *recovery.Error, eventID string) []byte {
+	if id == nil {
+		return nil
+	}
 	msg, err := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
@@ -240,5 +265,14 @@ func (rt *boundedRoundTripper) boundEvents(req *http.Request, resp *http.Respons
 		id, _ := requestCall(req)
 		return id
 	}
-	resp.Body = newEventLimitBody(resp.Body, rt.limit, callID, func() *recovery.Error { return rt.tooLarge(req, -1) }, rt.logger)
+	body := newEventLimitBody(resp.Body, rt.limit, callID, func() *recovery.Error { return rt.tooLarge(req, -1) }, rt.logger)
+	if ctx := req.Context(); req.Method == http.MethodPost && HoldsResults(ctx) {
+		body.hold = func(n int) bool { return rt.budget.HoldResponse(ctx, int64(n)) }
+		body.busy = func() *recovery.Error {
+			op := requestMethod(req)
+			rt.logger.Warn("upstream response refused: max_inflight_bytes reached", "op", op, "limit", rt.budget.Limit())
+			return Busy(rt.server, op, rt.budget.Limit(), ErrBusy)
+		}
+	}
+	resp.Body = body
 }
