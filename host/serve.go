@@ -92,20 +92,30 @@ func configPath(filename string) string {
 	return filename
 }
 
-// Handler returns the host's HTTP handler: streamable HTTP MCP at /mcp, the
-// servers' states as JSON at /status (a StatusReport), the exposed tools
-// with their servers at /tools ([]ExposedTool), a liveness check at
-// /healthz, readiness at /readyz (a Readiness; 503 while not ready) and
-// Prometheus metrics at /metrics (unless WithMetrics(false)). Every request first passes the ingress checks — a request
-// that reached a loopback address must name a loopback Host (DNS
-// rebinding), a browser's Origin must be loopback, and the host block's
-// bearer token or, with auth { oidc }, a JWT of its OpenID provider is
-// required when set (docs/auth.md; the caller's identity.Subject is then
-// in the request's context) — and then the middlewares of WithMiddleware.
-// With oidc, the protected resource metadata is served without a token at
-// /.well-known/oauth-protected-resource[/mcp]. The one exception to the token: a GET of /healthz or
-// /readyz without an Authorization header (an orchestrator's probe) gets
-// the status code and a body without details, and skips the middlewares.
+// Handler returns the host's HTTP handler:
+//
+//   - /mcp: streamable HTTP MCP;
+//   - /status: the servers' states as JSON (a StatusReport);
+//   - /tools: the exposed tools with their servers ([]ExposedTool);
+//   - /healthz and /readyz: liveness, and readiness (a Readiness; 503 while
+//     not ready);
+//   - /metrics: Prometheus metrics (unless WithMetrics(false));
+//   - /control/revive, /control/restart and /control/reload (POST): what
+//     `mcpvisor revive`, `restart`, `add` and `remove` ask of a running host;
+//   - /ui and /ui/events: the web console (docs/operations.md, "Web console").
+//
+// Every request first passes the ingress checks — a request that reached
+// a loopback address must name a loopback Host (DNS rebinding), a
+// browser's Origin must be loopback, and the host block's bearer token or,
+// with auth { oidc }, a JWT of its OpenID provider is required when set
+// (docs/auth.md; the caller's identity.Subject is then in the request's
+// context) — then the downstream request bounds (docs/security.md), and then
+// the middlewares of WithMiddleware. With oidc, the protected resource
+// metadata is served without a token at
+// /.well-known/oauth-protected-resource[/mcp]. The one exception to the
+// token: a GET of /healthz or /readyz without an Authorization header (an
+// orchestrator's probe) gets the status code and a body without details,
+// and skips the middlewares.
 func (h *Host) Handler() http.Handler {
 	h.handlerOnce.Do(func() {
 		mux := http.NewServeMux()
