@@ -117,8 +117,15 @@ func startMcpvisor(t *testing.T, servers string) *mcpvisor {
 // startMcpvisorWith is startMcpvisor with extra host block attributes.
 func startMcpvisorWith(t *testing.T, hostAttrs, servers string) *mcpvisor {
 	t.Helper()
+	return startMcpvisorEnv(t, nil, hostAttrs, servers)
+}
+
+// startMcpvisorEnv is startMcpvisorWith under the environment env (nil:
+// the test's own).
+func startMcpvisorEnv(t *testing.T, env []string, hostAttrs, servers string) *mcpvisor {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		mv, err := tryStartMcpvisor(t, hostAttrs, servers)
+		mv, err := tryStartMcpvisor(t, env, hostAttrs, servers)
 		if err == nil {
 			return mv
 		}
@@ -130,7 +137,7 @@ func startMcpvisorWith(t *testing.T, hostAttrs, servers string) *mcpvisor {
 	}
 }
 
-func tryStartMcpvisor(t *testing.T, hostAttrs, servers string) (*mcpvisor, error) {
+func tryStartMcpvisor(t *testing.T, env []string, hostAttrs, servers string) (*mcpvisor, error) {
 	addr := freeAddr(t)
 	// A host attribute that must name the host's own address (the oidc
 	// audience) writes @ADDR@.
@@ -141,6 +148,7 @@ func tryStartMcpvisor(t *testing.T, hostAttrs, servers string) (*mcpvisor, error
 	}
 	mv := &mcpvisor{addr: addr, config: path, stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	mv.cmd = exec.Command(bins[testutil.Mcpvisor], "run", "-config", path)
+	mv.cmd.Env = env
 	mv.cmd.Stdout = mv.stderr
 	mv.cmd.Stderr = mv.stderr
 	mv.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -281,52 +281,6 @@ func waitStderr(t *testing.T, mv *mcpvisor, s string) {
 	}
 }
 
-// startMcpvisorEnv is startMcpvisorWith under the environment env.
-func startMcpvisorEnv(t *testing.T, env []string, hostAttrs, servers string) *mcpvisor {
-	t.Helper()
-	addr := freeAddr(t)
-	path := filepath.Join(t.TempDir(), "config.hcl")
-	if err := os.WriteFile(path, []byte(hostConfig(addr, hostAttrs, servers)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	mv := &mcpvisor{addr: addr, config: path, stderr: &testutil.Buffer{}, done: make(chan struct{})}
-	mv.cmd = exec.Command(bins[testutil.Mcpvisor], "run", "-config", path)
-	mv.cmd.Env = env
-	mv.cmd.Stdout = mv.stderr
-	mv.cmd.Stderr = mv.stderr
-	mv.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := mv.cmd.Start(); err != nil {
-		t.Fatalf("starting mcpvisor: %v", err)
-	}
-	mv.pid = mv.cmd.Process.Pid
-	go func() {
-		mv.err = mv.cmd.Wait()
-		close(mv.done)
-	}()
-	t.Cleanup(func() { mv.stop(t) })
-	hc := newHTTPClient(t, 2*time.Second)
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		select {
-		case <-mv.done:
-			t.Fatalf("mcpvisor exited before serving: %v\n%s", mv.err, mv.stderr.String())
-		default:
-		}
-		resp, err := hc.Get("http://" + addr + "/healthz")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return mv
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no 200 from /healthz within %s (last: %v)\n%s", readyTimeout, err, mv.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // restartServer asks mv to restart the server name and waits until it
 // has left "starting": ready, or refused and waiting to retry.
 func restartServer(t *testing.T, mv *mcpvisor, name string) {
