@@ -128,12 +128,13 @@ func (c *console) record(call *upstream.Call) {
 	if call.Err != nil {
 		rec.Error = audit.RedactText(call.Err.Error())
 	}
+	// One lock per call: the record and the wake-up of open pages.
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.calls[c.next] = rec
 	c.next = (c.next + 1) % len(c.calls)
 	c.count = min(c.count+1, len(c.calls))
-	c.mu.Unlock()
-	c.changed()
+	c.wakeLocked()
 }
 
 // recent returns the recorded calls, newest first.
@@ -151,6 +152,11 @@ func (c *console) recent() []consoleCall {
 func (c *console) changed() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.wakeLocked()
+}
+
+// wakeLocked is changed with c.mu held.
+func (c *console) wakeLocked() {
 	for ch := range c.pages {
 		select {
 		case ch <- struct{}{}:
