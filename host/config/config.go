@@ -316,6 +316,21 @@ type Server struct {
 	// DefaultMaxMessageSize.
 	MaxMessageSize int64
 
+	// Sandbox, when set, confines the server's process with the kernel
+	// (docs/sandbox.md): Landlock filesystem and TCP rules, and its own
+	// network namespace for Network "none". Only for stdio servers.
+	Sandbox *Sandbox
+	// Limits bounds the server's process group (docs/sandbox.md). The
+	// zero value sets no limit. Only for stdio servers.
+	Limits Limits
+	// IdleTimeout, when positive, stops the server after this long without
+	// a call; its catalog stays listed and the next call starts it again
+	// (docs/sandbox.md). Only for stdio servers.
+	IdleTimeout time.Duration
+	// MaxLifetime, when positive, restarts the server between calls once
+	// its process is this old. Only for stdio servers.
+	MaxLifetime time.Duration
+
 	// DeclRange is where the block was declared, for errors that point back
 	// into the file. Zero when built in Go.
 	DeclRange hcl.Range
@@ -518,6 +533,56 @@ const (
 	// re-rendered on every live update.
 	MaxConsoleRecentCalls = 1000
 )
+
+// The sandbox's network modes (Sandbox.Network).
+const (
+	// NetworkAny leaves the server on the host's network; Connect may
+	// still restrict the TCP ports it connects to.
+	NetworkAny = "any"
+	// NetworkNone gives the server a network namespace of its own with
+	// nothing but a loopback device that is down: it reaches no host, not
+	// even the host's loopback.
+	NetworkNone = "none"
+)
+
+// Sandbox is the `sandbox { … }` block of a stdio server
+// (docs/sandbox.md). The runtime's own needs (system directories, the
+// command's installation, a private temp directory, the caches of npx
+// and uvx) are added to Read and Write by the sandbox itself.
+type Sandbox struct {
+	// Read lists paths the server may read (and execute), beyond the
+	// runtime defaults. Relative paths are resolved against the
+	// configuration file's directory.
+	Read []string
+	// Write lists paths the server may read and write.
+	Write []string
+	// Network is NetworkAny (the default, "" in a Config built in Go) or
+	// NetworkNone.
+	Network string
+	// Connect, when not empty, lists the only TCP ports the server may
+	// connect to (with Network "any").
+	Connect []int
+	// BestEffort starts the server with what the kernel can enforce when
+	// it lacks a needed feature, with a warning, instead of refusing to
+	// start it.
+	BestEffort bool
+}
+
+// Limits is the `limits { … }` block of a stdio server
+// (docs/sandbox.md). A zero field sets no limit.
+type Limits struct {
+	// Memory bounds the resident memory of the server's whole process
+	// group, in bytes. A server over it is stopped and restarted through
+	// the normal supervision path.
+	Memory int64
+	// Processes bounds the processes (and threads) of the server.
+	Processes int
+	// OpenFiles bounds the open file descriptors of each of its processes.
+	OpenFiles int
+}
+
+// IsZero reports whether l sets no limit.
+func (l Limits) IsZero() bool { return l == Limits{} }
 
 // Catalog is the `catalog { … }` block: bounds on what one server lists.
 // A zero field (only in a Config built in Go: a file must write 1 or more)

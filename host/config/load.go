@@ -541,7 +541,65 @@ func (d *decoder) server(rs *serverSchema) *Server {
 			}
 		}
 	}
+
+	d.containment(rs, s, r, where)
 	return s
+}
+
+// containment decodes the sandbox and limits blocks, idle_timeout and
+// max_lifetime (docs/sandbox.md).
+func (d *decoder) containment(rs *serverSchema, s *Server, r map[string]hcl.Range, where string) {
+	at := func(key string, expr hcl.Expression) { r[key] = expr.Range() }
+	if rsb := rs.Sandbox; rsb != nil {
+		r["sandbox"] = rsb.DefRange
+		sb := &Sandbox{}
+		s.Sandbox = sb
+		if v, ok := d.strList(rsb.Read, "read"); ok {
+			sb.Read = d.resolveAll(v)
+			at("sandbox.read", rsb.Read)
+		}
+		if v, ok := d.strList(rsb.Write, "write"); ok {
+			sb.Write = d.resolveAll(v)
+			at("sandbox.write", rsb.Write)
+		}
+		if v, ok := d.str(rsb.Network, "network"); ok {
+			sb.Network = v
+			at("sandbox.network", rsb.Network)
+		}
+		if v, ok := d.intList(rsb.Connect, "connect"); ok {
+			sb.Connect = v
+			at("sandbox.connect", rsb.Connect)
+		}
+		if v, ok := d.boolean(rsb.BestEffort, "best_effort"); ok {
+			sb.BestEffort = v
+		}
+		if sb.Network == "" {
+			sb.Network = NetworkAny
+		}
+	}
+	if rl := rs.Limits; rl != nil {
+		r["limits"] = rl.DefRange
+		if v, ok := d.size(rl.Memory, "memory", where); ok {
+			s.Limits.Memory = v
+			at("limits.memory", rl.Memory)
+		}
+		if v, ok := d.integer(rl.Processes, "processes"); ok {
+			s.Limits.Processes = v
+			at("limits.processes", rl.Processes)
+		}
+		if v, ok := d.integer(rl.OpenFiles, "open_files"); ok {
+			s.Limits.OpenFiles = v
+			at("limits.open_files", rl.OpenFiles)
+		}
+	}
+	if v, ok := d.duration(rs.IdleTimeout, "idle_timeout", where); ok {
+		s.IdleTimeout = v
+		at("idle_timeout", rs.IdleTimeout)
+	}
+	if v, ok := d.duration(rs.MaxLifetime, "max_lifetime", where); ok {
+		s.MaxLifetime = v
+		at("max_lifetime", rs.MaxLifetime)
+	}
 }
 
 func (d *decoder) plugin(rp *pluginSchema, r map[string]hcl.Range) *Plugin {

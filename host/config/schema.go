@@ -139,6 +139,32 @@ type serverSchema struct {
 	// Requests from the server to downstream clients (docs/security.md).
 	MaxPendingRequests hcl.Expression `hcl:"max_pending_requests,optional"`
 
+	// Containment of a stdio server (docs/sandbox.md).
+	Sandbox     *sandboxSchema `hcl:"sandbox,block"`
+	Limits      *limitsSchema  `hcl:"limits,block"`
+	IdleTimeout hcl.Expression `hcl:"idle_timeout,optional"`
+	MaxLifetime hcl.Expression `hcl:"max_lifetime,optional"`
+
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// sandboxSchema is the `sandbox { … }` block inside a server block.
+type sandboxSchema struct {
+	Read       hcl.Expression `hcl:"read,optional"`
+	Write      hcl.Expression `hcl:"write,optional"`
+	Network    hcl.Expression `hcl:"network,optional"`
+	Connect    hcl.Expression `hcl:"connect,optional"`
+	BestEffort hcl.Expression `hcl:"best_effort,optional"`
+
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// limitsSchema is the `limits { … }` block inside a server block.
+type limitsSchema struct {
+	Memory    hcl.Expression `hcl:"memory,optional"`
+	Processes hcl.Expression `hcl:"processes,optional"`
+	OpenFiles hcl.Expression `hcl:"open_files,optional"`
+
 	DefRange hcl.Range `hcl:",def_range"`
 }
 

@@ -434,6 +434,7 @@ func (k *checker) server(s *Server) {
 	if p := s.Plugin; p != nil {
 		k.plugin(s, p, name)
 	}
+	k.containment(s, name)
 }
 
 // transport checks that a server's Transport matches the one attribute

@@ -25,6 +25,17 @@ func (d *decoder) resolve(path string) string {
 	return filepath.Join(d.baseDir, path)
 }
 
+// resolveAll resolves every path of a list (resolve).
+func (d *decoder) resolveAll(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		if p != "" { // left empty for validate to refuse
+			out[i] = d.resolve(p)
+		}
+	}
+	return out
+}
+
 func (d *decoder) errorf(subject *hcl.Range, summary, detail string) {
 	d.diags = append(d.diags, &hcl.Diagnostic{
 		Severity: hcl.DiagError,
@@ -118,6 +129,30 @@ func (d *decoder) strList(expr hcl.Expression, name string) ([]string, bool) {
 	for it := v.ElementIterator(); it.Next(); {
 		_, ev := it.Element()
 		out = append(out, ev.AsString())
+	}
+	return out, true
+}
+
+func (d *decoder) intList(expr hcl.Expression, name string) ([]int, bool) {
+	v, ok := d.eval(expr, name, cty.List(cty.Number))
+	if !ok {
+		return nil, false
+	}
+	out := make([]int, 0, v.LengthInt())
+	for it := v.ElementIterator(); it.Next(); {
+		_, ev := it.Element()
+		bf := ev.AsBigFloat()
+		i, acc := bf.Int64()
+		if !bf.IsInt() || acc != big.Exact || int64(int(i)) != i {
+			d.diags = append(d.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Incorrect attribute value type",
+				Detail:   fmt.Sprintf("Inappropriate value for attribute %q: a list of whole numbers is required, and %s is not one.", name, bf.Text('g', 10)),
+				Subject:  expr.Range().Ptr(),
+			})
+			return nil, false
+		}
+		out = append(out, int(i))
 	}
 	return out, true
 }
