@@ -476,3 +476,8 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// ErrMemoryLimit is wrapped by the error of a process stopped because its
+// process group went over its limits.memory (docs/design.md §18.2); the
+// supervisor counts the restart that follows with reason memory_limit.
+var ErrMemoryLimit = errors.New("memory limit exceeded")
