@@ -233,7 +233,7 @@ func decide(ps []*config.Policy, s *identity.Subject, kind Kind, name string) De
 	for i, p := range ps {
 		names[i] = fmt.Sprintf("%q", p.Name)
 	}
-	return Decision{Rule: fmt.Sprintf("no policy allows %s %q (default deny; %s apply: policy %s)", kind, name, Describe(s), strings.Join(names, ", "))}
+	return Decision{Rule: fmt.Sprintf("no policy allows %s %q to %s (default deny; the policies that apply to it: %s)", kind, name, Describe(s), strings.Join(names, ", "))}
 }
 
 func allows(p *config.Policy, kind Kind) []string {
