@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
@@ -47,6 +48,9 @@ func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	// The caller of a library call is the local user (docs/auth.md).
 	if err := h.gateway.AdmitLocal(ctx, "tools/call", policy.Tool, name); err != nil {
 		return nil, err
+	}
+	if e := h.policyEngine(); e != nil && identity.FromContext(ctx) == nil {
+		ctx = identity.NewContext(ctx, e.Local()) // for the audit line
 	}
 	var raw json.RawMessage
 	switch a := args.(type) {

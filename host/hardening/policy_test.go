@@ -403,7 +403,8 @@ func textOf(res *mcp.CallToolResult) string {
 // through (on the forwarding path), and one it may not gets -32011.
 func TestPolicyStdio(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.hcl")
-	cfg := "host {\n  log_level = \"debug\"\n  drain = \"0s\"\n  stdio_subject = \"tester\"\n}\n\n" + echoBlock() + `
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	cfg := "host {\n  log_level = \"debug\"\n  drain = \"0s\"\n  stdio_subject = \"tester\"\n  audit {\n    path = " + hclString(auditPath) + "\n  }\n}\n\n" + echoBlock() + `
 policy "me" {
   subjects = ["sub:tester"]
   tools    = ["echo__echo", "echo__pid"]
@@ -440,6 +441,19 @@ policy "me" {
 		if resp.Error == nil || resp.Error.Code != -32011 || !strings.Contains(resp.Error.Message, `the local user "tester"`) {
 			t.Errorf("%s over stdio: %s; want -32011 naming the local user tester", tool, got)
 		}
+	}
+	// The audit log names the local user, on the allowed call too.
+	recs := waitRecords(t, auditPath, 3)
+	outcomes := map[string]string{}
+	for _, r := range recs {
+		sub, _ := r["subject"].(map[string]any)
+		if sub["via"] != "local" || sub["id"] != "tester" {
+			t.Errorf("audit line %v; want subject {via: local, id: tester}", r)
+		}
+		outcomes[fmt.Sprint(r["tool"])] = fmt.Sprint(r["outcome"])
+	}
+	if outcomes["echo"] != "ok" || outcomes["pid"] != "denied" || outcomes["add"] != "denied" {
+		t.Errorf("audit outcomes %v; want echo ok, pid and add denied", outcomes)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
@@ -142,6 +143,7 @@ func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id json
 		if perr := c.t.g.admit(ctx, e, e.Local(), ss, "tools/call", policy.Tool, target.exposed); perr != nil {
 			err = perr
 		}
+		ctx = identity.NewContext(ctx, e.Local()) // for the audit line
 	}
 	if err == nil {
 		res, err = c.t.g.backend.Forward(ctx, ss, target.server, target.tool, target.params)

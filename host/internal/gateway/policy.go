@@ -128,6 +128,11 @@ func (g *Gateway) policies(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 			}
 		}
+		// The audit line of the call names its caller: over stdio the
+		// context has none yet.
+		if who != nil && identity.FromContext(ctx) == nil {
+			ctx = identity.NewContext(ctx, who)
+		}
 		res, err := next(ctx, method, req)
 		if err != nil {
 			return res, err
