@@ -125,7 +125,7 @@ func callerOf(claims []string, stdioSubject string) (*identity.Subject, error) {
 		case config.SubjectClient:
 			s.Client = value
 		default:
-			return nil, fmt.Errorf("%q describes a whole caller; give it alone, or describe a token's claims with sub:, email:, group: and client:", c)
+			return nil, fmt.Errorf("%q describes a whole caller; give it alone, or describe a token's claims with the kinds sub, email, group and client", c)
 		}
 	}
 	return s, nil
