@@ -496,3 +496,28 @@ policy "search" {
 		t.Errorf("a misspelled subject kind: exit %d, stderr %q; want 2 with a suggestion", code, stderr)
 	}
 }
+
+// TestPolicyControlSocketIsLocal: on a host without auth, `mcpvisor call`
+// reaches the running host through its control socket, which only the
+// local user can: it calls as the local user. A client of the TCP
+// listener is anonymous, and the local user's policy does not apply to it.
+func TestPolicyControlSocketIsLocal(t *testing.T) {
+	mv := startMcpvisorWith(t, "  stdio_subject = \"tester\"\n", echoBlock()+`
+policy "me" {
+  subjects = ["local"]
+  tools    = ["echo__echo"]
+}
+`)
+	code, stdout, stderr := runCLI(t, "call", "-config", mv.config, "echo__echo", `{"text":"from the socket"}`)
+	if code != 0 || !strings.Contains(stdout, "from the socket") {
+		t.Errorf("mcpvisor call echo__echo through the control socket: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	code, _, stderr = runCLI(t, "call", "-config", mv.config, "echo__add", `{"a":1,"b":2}`)
+	if code != 1 || !strings.Contains(stderr, `the local user "tester"`) || !strings.Contains(stderr, "default deny") {
+		t.Errorf("mcpvisor call echo__add: exit %d, stderr %q; want 1 naming the local user and the default deny", code, stderr)
+	}
+	cs := connectClient(t, mv)
+	if e := rpcError(t, cs, "echo__echo"); e.Code != -32011 || !strings.Contains(e.Message, "an anonymous caller") {
+		t.Errorf("echo__echo over TCP without auth: %d %q; want -32011 for an anonymous caller", e.Code, e.Message)
+	}
+}
