@@ -217,10 +217,14 @@ func (g *Gateway) AdmitLocal(ctx context.Context, method string, kind policy.Kin
 // recovery.CodeDenied, the rule in the message and in data.
 func deniedError(kind policy.Kind, name string, who *identity.Subject, d policy.Decision) *jsonrpc.Error {
 	data, _ := json.Marshal(map[string]any{"kind": "denied", "policy": d.Policy, "rule": d.Rule})
+	why := fmt.Sprintf("%s %q denied to %s by %s", kind, name, policy.Describe(who), d.Rule)
+	if d.Policy == "" {
+		why = fmt.Sprintf("%s %q denied: %s", kind, name, d.Rule) // the rule names the caller
+	}
 	return &jsonrpc.Error{
 		Code: recovery.CodeDenied,
-		Message: fmt.Sprintf("%s %q denied to %s by %s; the host's policies decide what each caller may use "+
-			"(`mcpvisor policy check` explains a decision; docs/auth.md)", kind, name, policy.Describe(who), d.Rule),
+		Message: why + "; the host's policies decide what each caller may use " +
+			"(`mcpvisor policy check` explains a decision; docs/auth.md)",
 		Data: data,
 	}
 }
