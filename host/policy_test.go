@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host"
+	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
@@ -106,5 +108,53 @@ policy "not-me" {
 	}
 	if res, err := h.CallTool(ctx, "notes__add_note", map[string]any{"name": "x", "text": "y"}); err != nil || res.IsError {
 		t.Errorf("Host.CallTool notes__add_note: %v %+v", err, res)
+	}
+}
+
+// TestReloadPolicies: Reload puts changed policies in force without
+// restarting a server, reports it, and a reload with the same policies
+// reports no change.
+func TestReloadPolicies(t *testing.T) {
+	srcFor := func(tools string) string {
+		return fmt.Sprintf(`
+server "echo" {
+  command = %q
+}
+policy "me" {
+  subjects = ["local"]
+  tools    = [%s]
+}
+`, bins["echo"], tools)
+	}
+	h := readyHost(t, srcFor(`"echo__echo"`))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := h.CallTool(ctx, "echo__add", map[string]any{"a": 1, "b": 2}); err == nil {
+		t.Fatal("echo__add allowed before the reload")
+	}
+	reload := func(src string) host.ReloadResult {
+		t.Helper()
+		cfg, err := config.Parse([]byte(src), h.Config().Filename) // the same directory: the same server
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := h.Reload(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := reload(srcFor(`"echo__add"`))
+	if !res.PoliciesChanged || len(res.Restarted)+len(res.Added)+len(res.Removed) != 0 || res.HostChanged {
+		t.Errorf("reload with a changed policy: %+v; want PoliciesChanged and no server touched", res)
+	}
+	if r, err := h.CallTool(ctx, "echo__add", map[string]any{"a": 1, "b": 2}); err != nil || r.IsError {
+		t.Errorf("echo__add after the reload: %v %+v", err, r)
+	}
+	if _, err := h.CallTool(ctx, "echo__echo", map[string]any{"text": "x"}); err == nil {
+		t.Error("echo__echo still allowed after the reload")
+	}
+	if res := reload(srcFor(`"echo__add"`)); res.PoliciesChanged {
+		t.Errorf("reload with the same policies: %+v; want no PoliciesChanged", res)
 	}
 }
