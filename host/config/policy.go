@@ -151,7 +151,7 @@ type policySchema struct {
 	Deny      hcl.Expression `hcl:"deny,optional"`
 
 	Rate      []*rateSchema        `hcl:"rate,block"`
-	ToolRates []*labelledRateSchma `hcl:"rate ,block"` // rate "glob" { … }: see labelRates
+	ToolRates []*labelledRateSchema `hcl:"rate ,block"` // rate "glob" { … }: see labelRates
 
 	DefRange hcl.Range `hcl:",def_range"`
 }
@@ -164,8 +164,8 @@ type rateSchema struct {
 	DefRange hcl.Range `hcl:",def_range"`
 }
 
-// labelledRateSchma is a `rate "glob" { … }` block inside a policy.
-type labelledRateSchma struct {
+// labelledRateSchema is a `rate "glob" { … }` block inside a policy.
+type labelledRateSchema struct {
 	Match      string    `hcl:"match,label"`
 	MatchRange hcl.Range `hcl:"match,label_range"`
 
@@ -282,38 +282,35 @@ func (k *checker) policies(ps []*Policy) {
 				k.errorf(k.policyAt(p, "subjects"), "Invalid subject", "subjects in %s: %s.", where, err)
 			}
 		}
-		for _, key := range []string{"tools", "resources", "prompts", "deny"} {
-			var globs []string
-			switch key {
-			case "tools":
-				globs = p.Tools
-			case "resources":
-				globs = p.Resources
-			case "prompts":
-				globs = p.Prompts
-			case "deny":
-				globs = p.Deny
-			}
-			for _, g := range globs {
+		for _, list := range []struct {
+			key   string
+			globs []string
+		}{{"tools", p.Tools}, {"resources", p.Resources}, {"prompts", p.Prompts}, {"deny", p.Deny}} {
+			for _, g := range list.globs {
 				if err := CheckGlob(g); err != nil {
-					k.errorf(k.policyAt(p, key), "Invalid glob", "%s in %s: %s.", key, where, err)
+					k.errorf(k.policyAt(p, list.key), "Invalid glob", "%s in %s: %s.", list.key, where, err)
 				}
 			}
 		}
-		rates := append([]*Rate{}, p.ToolRates...)
+		// The source keys of the rate blocks: "rate" for the unlabelled
+		// one, "rate.N" for the Nth labelled one (decoder.policy).
+		keys := map[*Rate]string{}
+		rates := []*Rate{}
 		if p.Rate != nil {
-			rates = append(rates, p.Rate)
+			keys[p.Rate], rates = "rate", append(rates, p.Rate)
 		}
 		for i, rt := range p.ToolRates {
+			if rt == nil {
+				k.errorf(k.policyAt(p, "name"), "Missing rate", "%s has a nil rate block (ToolRates[%d]).", where, i)
+				continue
+			}
+			keys[rt], rates = fmt.Sprintf("rate.%d", i), append(rates, rt)
 			if err := CheckGlob(rt.Match); err != nil {
-				k.errorf(k.policyAt(p, fmt.Sprintf("rate.%d.match", i)), "Invalid glob", "The label of a rate block in %s: %s.", where, err)
+				k.errorf(k.policyAt(p, keys[rt]+".match"), "Invalid glob", "The label of a rate block in %s: %s.", where, err)
 			}
 		}
-		for i, rt := range rates {
-			key := "rate"
-			if i < len(p.ToolRates) {
-				key = fmt.Sprintf("rate.%d", i)
-			}
+		for _, rt := range rates {
+			key := keys[rt]
 			if rt.CallsPerMinute <= 0 {
 				k.errorf(k.policyAt(p, key+".calls_per_minute"), "Invalid rate",
 					"calls_per_minute in a rate block of %s is %d; it must be at least 1. Remove the rate block for no limit.", where, rt.CallsPerMinute)
