@@ -150,7 +150,7 @@ type policySchema struct {
 	Prompts   hcl.Expression `hcl:"prompts,optional"`
 	Deny      hcl.Expression `hcl:"deny,optional"`
 
-	Rate      []*rateSchema        `hcl:"rate,block"`
+	Rate      []*rateSchema         `hcl:"rate,block"`
 	ToolRates []*labelledRateSchema `hcl:"rate ,block"` // rate "glob" { … }: see labelRates
 
 	DefRange hcl.Range `hcl:",def_range"`
