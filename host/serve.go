@@ -26,6 +26,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
+	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
@@ -131,7 +132,12 @@ func (h *Host) Handler() http.Handler {
 		// (tools/list carries no server).
 		mux.HandleFunc("GET /tools", func(w http.ResponseWriter, r *http.Request) {
 			tools := []ExposedTool{}
+			// Filtered like tools/list: the caller's policies (docs/auth.md).
+			visible := h.policyEngine().Visible(identity.FromContext(r.Context()), policy.Tool)
 			for _, t := range h.Tools() {
+				if !visible(t.Tool.Name) {
+					continue
+				}
 				tools = append(tools, ExposedTool{Name: t.Tool.Name, Server: t.Server, Original: t.Original, Description: t.Tool.Description})
 			}
 			w.Header().Set("Content-Type", "application/json")

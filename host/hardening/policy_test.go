@@ -211,6 +211,27 @@ func TestPolicySubjects(t *testing.T) {
 	waitListed(t, eng, "gh__read", "gh__search_code")
 	waitListed(t, ops, "gh__read")
 
+	// GET /tools (what `mcpvisor tools` reads) is filtered the same way.
+	for token, want := range map[string][]string{shared: {"gh__read"}, p.token(t, clientGood): {"gh__read", "gh__search_code"}} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+mv.addr+"/tools", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := newHTTPClient(t, healthzTimeout).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tools []struct{ Name string }
+		json.NewDecoder(resp.Body).Decode(&tools)
+		resp.Body.Close()
+		var names []string
+		for _, tool := range tools {
+			names = append(names, tool.Name)
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, want) {
+			t.Errorf("GET /tools: %v; want %v", names, want)
+		}
+	}
+
 	// Allowed calls reach the upstream.
 	callOK(t, eng, "gh__search_code", nil)
 	callOK(t, ops, "gh__read", nil)
