@@ -12,6 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
+	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
@@ -30,7 +32,10 @@ func (h *Host) Tools() []Tool {
 
 // CallTool calls an exposed tool (e.g. "echo__echo") with args, which may be
 // nil, a json.RawMessage, or any value that marshals to a JSON object. The
-// call goes through the same supervision and recovery as a gateway call.
+// call goes through the same supervision and recovery as a gateway call,
+// and the same policies, as the local user (docs/auth.md): a refused call
+// is a *jsonrpc.Error with code recovery.CodeDenied or
+// recovery.CodeRateLimited.
 func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
 	e, ok := h.registry.LookupTool(name)
 	if !ok {
@@ -39,6 +44,13 @@ func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w %q: not exposed by any ready server (see `mcpvisor tools`)", ErrUnknownTool, name)
+	}
+	// The caller of a library call is the local user (docs/auth.md).
+	if err := h.gateway.AdmitLocal(ctx, "tools/call", policy.Tool, name); err != nil {
+		return nil, err
+	}
+	if e := h.policyEngine(); e != nil && identity.FromContext(ctx) == nil {
+		ctx = identity.NewContext(ctx, e.Local()) // for the audit line
 	}
 	var raw json.RawMessage
 	switch a := args.(type) {

@@ -39,6 +39,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/oauth"
 	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
+	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
@@ -67,6 +68,11 @@ type Host struct {
 	// limitHits counts what the bounds of docs/security.md refused, for
 	// mcpvisor_limit_hits_total.
 	limitHits *limits.Hits
+	// policy is the policies in force (nil: none), swapped whole on
+	// reload; limiters are their rate limits' buckets, kept across
+	// reloads (policy.go).
+	policy   atomic.Pointer[policy.Engine]
+	limiters *policy.Limiters
 
 	// draining is closed by Drain; drainPeriod is the host block's drain.
 	draining    chan struct{}
@@ -148,6 +154,8 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	h.callsCut, h.cutCalls = context.WithCancelCause(context.Background())
 	h.results = transport.NewResultBudget(cfg.Host.MaxInflightBytes)
 	h.limitHits = limits.New()
+	h.limiters = policy.NewLimiters(0)
+	h.setPolicies(cfg)
 	if a := cfg.Host.Audit; a != nil {
 		log, err := audit.Open(a.Path, a.IncludeArguments, replica, o.logger.Named("audit"))
 		if err != nil {
@@ -186,6 +194,8 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		Registry:       h.registry,
 		Backend:        backend{h},
 		OnRoots:        h.setRoots,
+		Policy:         h.policyEngine,
+		OnVerdict:      h.onVerdict,
 		SessionTimeout: cmp.Or(cfg.Host.SessionIdleTimeout, config.DefaultSessionIdleTimeout),
 		OnToolsList: func() {
 			set := h.servers.Load()

@@ -19,8 +19,13 @@ import (
 type ReloadResult struct {
 	Added, Removed, Restarted, Unchanged []string
 	// HostChanged is set when the host block changed; its settings
-	// (listen, auth, logging) apply only after a restart.
+	// (listen, auth, logging) apply only after a restart. stdio_subject
+	// is not among them: it goes with the policies.
 	HostChanged bool
+	// PoliciesChanged is set when the policy blocks (or stdio_subject)
+	// changed; the new ones are in force when Reload returns, and every
+	// client is told its lists changed.
+	PoliciesChanged bool
 }
 
 // Reload applies a new configuration, touching only the server blocks that
@@ -29,7 +34,9 @@ type ReloadResult struct {
 // their sessions. A changed server's new process starts and becomes ready
 // before the old one stops; the old one finishes its calls in flight (up
 // to ctx), so calls never meet a gap. Naming and filters are re-applied to
-// all. The host block is not reloaded.
+// all, and the policy blocks (with the host block's stdio_subject) are put
+// in force, without restarting anything. The rest of the host block is
+// not reloaded.
 // A plugin block whose lock file entry changed (after `mcpvisor plugins
 // lock`) counts as changed; an unchanged one whose binary no longer has
 // the required hash keeps running the process that was checked when it
@@ -74,7 +81,9 @@ func (h *Host) Restart(ctx context.Context, name string) error {
 func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason string) (ReloadResult, error) {
 	var res ReloadResult
 	old := h.servers.Load()
-	res.HostChanged = !reflect.DeepEqual(old.cfg.Host, cfg.Host)
+	oldHost, newHost := old.cfg.Host, cfg.Host
+	oldHost.StdioSubject, newHost.StdioSubject = "", ""
+	res.HostChanged = !reflect.DeepEqual(oldHost, newHost)
 
 	next := &serverSet{cfg: cfg, sups: map[string]*upstream.Supervisor{}}
 	var toStart []*upstream.Supervisor
@@ -151,6 +160,12 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 		if next.sups[name].Status().State == upstream.StateParked {
 			next.sups[name].Revive()
 		}
+	}
+	// The policies change with the servers; the servers' processes do not
+	// care. Clients see what they may use now on their next list.
+	if res.PoliciesChanged = h.setPolicies(cfg); res.PoliciesChanged {
+		h.logger.Info("reload: policies changed", "policies", len(cfg.Policies))
+		h.registry.Republish()
 	}
 	err := retire(ctx, old.sups, res.Restarted, reason)
 	err = errors.Join(startErr, err, retire(ctx, old.sups, res.Removed, "removed by reload"))

@@ -23,6 +23,9 @@ type ReloadReport struct {
 	// HostChanged is set when the host block changed; it applies after a
 	// restart of the process.
 	HostChanged bool `json:"host_changed,omitempty"`
+	// PoliciesChanged is set when the policy blocks (or stdio_subject)
+	// changed; the new ones are in force (docs/auth.md).
+	PoliciesChanged bool `json:"policies_changed,omitempty"`
 	// Error says why the file was not applied, or what went wrong while
 	// applying it; the servers that were running keep running.
 	Error string `json:"error,omitempty"`
@@ -57,7 +60,7 @@ func (h *Host) serveReload(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	res, err := h.ReloadFile(ctx)
 	rep := ReloadReport{Config: configPath(h.Config().Filename), Added: res.Added, Removed: res.Removed,
-		Restarted: res.Restarted, Unchanged: res.Unchanged, HostChanged: res.HostChanged}
+		Restarted: res.Restarted, Unchanged: res.Unchanged, HostChanged: res.HostChanged, PoliciesChanged: res.PoliciesChanged}
 	status := http.StatusOK
 	if err != nil {
 		rep.Error = err.Error()
@@ -69,7 +72,7 @@ func (h *Host) serveReload(w http.ResponseWriter, r *http.Request) {
 		h.logger.Error("reload asked through the control endpoint failed; keeping the running configuration", "error", err.Error())
 	} else {
 		h.logger.Info("configuration reloaded on request", "added", res.Added, "removed", res.Removed,
-			"restarted", res.Restarted, "unchanged", len(res.Unchanged))
+			"restarted", res.Restarted, "unchanged", len(res.Unchanged), "policies_changed", res.PoliciesChanged)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

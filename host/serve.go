@@ -27,6 +27,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
+	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
@@ -131,7 +132,12 @@ func (h *Host) Handler() http.Handler {
 		// (tools/list carries no server).
 		mux.HandleFunc("GET /tools", func(w http.ResponseWriter, r *http.Request) {
 			tools := []ExposedTool{}
+			// Filtered like tools/list: the caller's policies (docs/auth.md).
+			visible := h.policyEngine().Visible(identity.FromContext(r.Context()), policy.Tool)
 			for _, t := range h.Tools() {
+				if !visible(t.Tool.Name) {
+					continue
+				}
 				tools = append(tools, ExposedTool{Name: t.Tool.Name, Server: t.Server, Original: t.Original, Description: t.Tool.Description})
 			}
 			w.Header().Set("Content-Type", "application/json")
@@ -179,6 +185,7 @@ func (h *Host) Handler() http.Handler {
 		hostCfg := h.servers.Load().cfg.Host
 		in := newIngress(hostCfg.BearerToken, h.logger.Named("http"), next)
 		in.probes = http.HandlerFunc(h.serveProbe)
+		in.local = func() *identity.Subject { return h.policyEngine().Local() }
 		if o := hostCfg.OIDC; o != nil {
 			in.withOIDC(identity.NewOIDC(*o))
 		}
@@ -441,6 +448,10 @@ type ingress struct {
 	// streamable handler binds a session to the user that opened it and
 	// passes the TokenInfo to every request's handler (gateway).
 	authed http.Handler
+	// local, when set, is the local user's subject (nil without policy
+	// blocks): the caller of a request over the control socket of a host
+	// without auth, which only the local user can reach (docs/auth.md).
+	local func() *identity.Subject
 }
 
 func newIngress(token string, logger interface{ Warn(string, ...any) }, next http.Handler) *ingress {
@@ -501,6 +512,9 @@ func (in *ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !in.needToken && in.oidc == nil {
+		if s := in.localCaller(r); s != nil {
+			r = r.WithContext(identity.NewContext(r.Context(), s))
+		}
 		in.next.ServeHTTP(w, r)
 		return
 	}
@@ -513,6 +527,19 @@ func (in *ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.authed.ServeHTTP(w, r.WithContext(identity.NewContext(r.Context(), s)))
+}
+
+// localCaller is the local user when r came over a unix socket (the
+// control socket, whose directory and peer checks admit only the local
+// user) and policies name one; else nil.
+func (in *ingress) localCaller(r *http.Request) *identity.Subject {
+	if in.local == nil {
+		return nil
+	}
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); !ok || a == nil || a.Network() != "unix" {
+		return nil
+	}
+	return in.local()
 }
 
 // authenticate returns the caller of r, or answers r with why not: 401

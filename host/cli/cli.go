@@ -15,6 +15,7 @@
 //	login       log in to an OAuth server
 //	logout      forget an OAuth server's tokens
 //	plugins     plugins lock: record each plugin binary's SHA-256
+//	policy      policy check: explain what the policies decide for a caller
 //	completion  print a bash, zsh or fish completion script
 //	version     print the version
 //	help        show the help of a command
@@ -123,6 +124,8 @@ func dispatch(cmd string, rest []string, stdio IO) int {
 		return logoutCmd(rest, stdio)
 	case "plugins":
 		return pluginsCmd(rest, stdio)
+	case "policy":
+		return policyCmd(rest, stdio)
 	case "completion":
 		return completionCmd(rest, stdio)
 	case "version", "-version", "--version":

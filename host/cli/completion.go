@@ -53,6 +53,8 @@ _mcpvisor() {
 			words = []string{"bash", "zsh", "fish"}
 		case "plugins":
 			words = append([]string{"lock"}, words...)
+		case "policy":
+			words = append([]string{"check"}, words...)
 		case "client":
 			words = append(append([]string{"install", "uninstall"}, clientNames...), words...)
 		}
@@ -83,6 +85,8 @@ func writeZshCompletion(w io.Writer) {
 			words = []string{"bash", "zsh", "fish"}
 		case "plugins":
 			words = append([]string{"lock"}, words...)
+		case "policy":
+			words = append([]string{"check"}, words...)
 		case "client":
 			words = append(append([]string{"install", "uninstall"}, clientNames...), words...)
 		}
@@ -106,6 +110,7 @@ func writeFishCompletion(w io.Writer) {
 	fmt.Fprint(w, "complete -c mcpvisor -n '__fish_seen_subcommand_from completion' -f -a 'bash zsh fish'\n")
 	fmt.Fprintf(w, "complete -c mcpvisor -n '__fish_seen_subcommand_from help' -f -a %s\n", fishQuote(strings.Join(commandOrder, " ")))
 	fmt.Fprint(w, "complete -c mcpvisor -n '__fish_seen_subcommand_from plugins' -f -a lock\n")
+	fmt.Fprint(w, "complete -c mcpvisor -n '__fish_seen_subcommand_from policy' -f -a check\n")
 	fmt.Fprintf(w, "complete -c mcpvisor -n '__fish_seen_subcommand_from client' -f -a %s\n", fishQuote("install uninstall "+strings.Join(clientNames, " ")))
 }
 

@@ -26,7 +26,7 @@ type command struct {
 }
 
 // commandOrder is the order `mcpvisor help` lists the commands in.
-var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "add", "remove", "import", "client", "login", "logout", "plugins", "completion", "version", "help"}
+var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "add", "remove", "import", "client", "login", "logout", "plugins", "policy", "completion", "version", "help"}
 
 // commands describes every command; Run dispatches them.
 var commands = map[string]command{
@@ -139,6 +139,17 @@ var commands = map[string]command{
 		synopsis: "mcpvisor plugins lock [-config FILE]",
 		about:    "Hashes every plugin binary the configuration runs; mcpvisor then refuses a plugin whose\nbinary has another hash. Run it again after a deliberate upgrade, and commit the file.",
 		examples: []string{"mcpvisor plugins lock"},
+	},
+	"policy": {
+		summary:  "policy check: explain what the policies decide for a caller and a tool",
+		synopsis: "mcpvisor policy check [-config FILE] [-prompt | -resource] SUBJECT... NAME",
+		args: "SUBJECT  the caller: sub:ID, email:ADDRESS, group:NAME (any number) and client:ID\n" +
+			"         together describe one token's claims; or token, local or anonymous alone\n" +
+			"NAME     the exposed tool name (SERVER__TOOL), prompt name (-prompt) or resource URI (-resource)",
+		about: "Reads the configuration file only (no running host needed) and prints allow or deny, the rule\n" +
+			"that decided, the policies that apply to the caller and the rate limits a call would count\n" +
+			"against. Exit code 0 allowed, 1 denied, 2 bad usage or invalid configuration (docs/auth.md).",
+		examples: []string{"mcpvisor policy check group:analysts github__delete_repo", "mcpvisor policy check sub:alice email:alice@example.com group:analysts notes__read", "mcpvisor policy check -resource local 'file:///home/alice/notes.md'"},
 	},
 	"completion": {
 		summary:  "print a shell completion script (bash, zsh or fish)",
@@ -307,6 +318,9 @@ func flagsOf(name string) []string {
 	args := []string{name, "-h"}
 	if name == "plugins" {
 		args = []string{"plugins", "lock", "-h"}
+	}
+	if name == "policy" {
+		args = []string{"policy", "check", "-h"}
 	}
 	if name == "client" {
 		args = []string{"client", "install", "-h"}

@@ -255,7 +255,7 @@ func reload(ctx context.Context, h *host.Host, path string, logger hclog.Logger)
 		logger.Error("reload incomplete", "error", err)
 	}
 	logger.Info("configuration reloaded", "added", res.Added, "removed", res.Removed,
-		"restarted", res.Restarted, "unchanged", len(res.Unchanged))
+		"restarted", res.Restarted, "unchanged", len(res.Unchanged), "policies_changed", res.PoliciesChanged)
 	if res.HostChanged {
 		logger.Warn("the host block changed; listen, auth and logging apply after a restart")
 	}

@@ -141,6 +141,11 @@ type Config struct {
 	// Servers are the server blocks in file order. Names are unique.
 	Servers []*Server
 
+	// Policies are the policy blocks in file order (docs/auth.md). With
+	// none, every caller may use everything; with any, what no policy
+	// allows a caller is denied to it.
+	Policies []*Policy
+
 	// Lock is the plugin lock file Load read beside the configuration file
 	// (see LockFileName); nil when there is none, and after Parse or for a
 	// Config built in Go.
@@ -168,6 +173,12 @@ type Host struct {
 	// OpenID provider (docs/auth.md). With BearerToken set too, either
 	// is accepted.
 	OIDC *OIDC
+
+	// StdioSubject is the name of the local user, the caller of stdio
+	// (`mcpvisor run --stdio`) and library calls, as policies see it:
+	// "local" and "sub:<StdioSubject>" match it. Empty means the name of
+	// the user mcpvisor runs as.
+	StdioSubject string
 
 	// Separator joins prefix and tool name in exposed names ("__").
 	Separator string

@@ -591,6 +591,78 @@ server "a" {
   timeout = "0s"
 }
 `, "Invalid log level"},
+	{"policy_subject_kind", `policy "analysts" {
+  subjects = ["groups:analysts"]
+  tools    = ["github__*"]
+}
+`, `did you mean "group:analysts"?`},
+	{"policy_subject_bare", `policy "alice" {
+  subjects = ["alice"]
+}
+`, `write "sub:alice"`},
+	{"policy_subject_empty_value", `policy "p" {
+  subjects = ["email:"]
+}
+`, `names no email`},
+	{"policy_no_subjects", `policy "p" {
+  tools = ["*"]
+}
+`, "needs subjects"},
+	{"policy_invalid_glob", `policy "p" {
+  subjects = ["*"]
+  tools    = ["github__[a"]
+}
+`, "is not a valid glob"},
+	{"policy_duplicate", `policy "p" {
+  subjects = ["*"]
+}
+policy "p" {
+  subjects = ["token"]
+}
+`, `more than one policy named "p"`},
+	{"policy_unknown_attribute", `policy "p" {
+  subjects = ["*"]
+  tool     = ["a__*"]
+}
+`, `Did you mean "tools"?`},
+	{"policy_rate_zero", `policy "p" {
+  subjects = ["*"]
+  rate {
+    calls_per_minute = 0
+  }
+}
+`, "it must be at least 1"},
+	{"policy_rate_missing", `policy "p" {
+  subjects = ["*"]
+  rate "github__*" {
+    burst = 2
+  }
+}
+`, "needs calls_per_minute"},
+	{"policy_rate_unknown_attribute", `policy "p" {
+  subjects = ["*"]
+  rate "github__*" {
+    calls_per_min = 2
+  }
+}
+`, `Did you mean "calls_per_minute"?`},
+	{"policy_rate_duplicate", `policy "p" {
+  subjects = ["*"]
+  rate {
+    calls_per_minute = 60
+  }
+  rate {
+    calls_per_minute = 30
+  }
+}
+`, "already has an unlabelled rate block"},
+	{"policy_rate_bad_label", `policy "p" {
+  subjects = ["*"]
+  rate "[x" {
+    calls_per_minute = 6
+  }
+}
+`, "The label of a rate block"},
 }
 
 func TestParseErrors(t *testing.T) {

@@ -99,6 +99,7 @@ func LoadHost(path string) (*Host, error) {
 	if diags.HasErrors() {
 		return nil, newDiagnosticsError(diags, p.Files())
 	}
+	labelRates(file.Body)
 	var raw fileSchema
 	if diags := gohcl.DecodeBody(file.Body, nil, &raw); diags.HasErrors() {
 		return nil, newDiagnosticsError(diags, p.Files())
@@ -135,6 +136,7 @@ func parse(src []byte, filename, baseDir string, holdUnset bool) (*Config, error
 		return nil, newDiagnosticsError(diags, p.Files())
 	}
 
+	labelRates(file.Body)
 	var raw fileSchema
 	diags = append(diags, gohcl.DecodeBody(file.Body, nil, &raw)...)
 
@@ -187,6 +189,11 @@ func (d *decoder) config(raw *fileSchema, filename string) *Config {
 			d.holdIfOnlyUnsetEnv(s, before)
 		}
 		c.Servers = append(c.Servers, s)
+	}
+	for _, rp := range raw.Policies {
+		if rp != nil {
+			c.Policies = append(c.Policies, d.policy(rp))
+		}
 	}
 	return c
 }
@@ -267,6 +274,10 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 	if v, ok := d.size(rh.MaxInflightBytes, "max_inflight_bytes", "the host block"); ok {
 		h.MaxInflightBytes = v
 		at("max_inflight_bytes", rh.MaxInflightBytes)
+	}
+	if v, ok := d.str(rh.StdioSubject, "stdio_subject"); ok {
+		h.StdioSubject = v
+		at("stdio_subject", rh.StdioSubject)
 	}
 	if ra := rh.Audit; ra != nil {
 		d.src.host["audit"] = ra.DefRange

@@ -18,8 +18,9 @@ import "github.com/hashicorp/hcl/v2"
 
 // fileSchema is the top level of a configuration file.
 type fileSchema struct {
-	Host    *hostSchema     `hcl:"host,block"`
-	Servers []*serverSchema `hcl:"server,block"`
+	Host     *hostSchema     `hcl:"host,block"`
+	Servers  []*serverSchema `hcl:"server,block"`
+	Policies []*policySchema `hcl:"policy,block"`
 }
 
 // hostSchema is the `host { … }` block.
@@ -41,6 +42,10 @@ type hostSchema struct {
 	MaxInflight          hcl.Expression `hcl:"max_inflight,optional"`
 	// Bounds on bytes from upstream servers.
 	MaxInflightBytes hcl.Expression `hcl:"max_inflight_bytes,optional"`
+
+	// StdioSubject names the local user, the caller of stdio and library
+	// calls, for policies (docs/auth.md).
+	StdioSubject hcl.Expression `hcl:"stdio_subject,optional"`
 
 	Auth  *authSchema  `hcl:"auth,block"`
 	Audit *auditSchema `hcl:"audit,block"`

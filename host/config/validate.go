@@ -61,14 +61,16 @@ func (c *Config) Validate() error {
 // dotted for nested blocks ("reconnect.max_retries"); "name" is a server's
 // label.
 type sourceMap struct {
-	host    map[string]hcl.Range
-	servers map[*Server]map[string]hcl.Range
+	host     map[string]hcl.Range
+	servers  map[*Server]map[string]hcl.Range
+	policies map[*Policy]map[string]hcl.Range
 }
 
 func newSourceMap() *sourceMap {
 	return &sourceMap{
-		host:    map[string]hcl.Range{},
-		servers: map[*Server]map[string]hcl.Range{},
+		host:     map[string]hcl.Range{},
+		servers:  map[*Server]map[string]hcl.Range{},
+		policies: map[*Policy]map[string]hcl.Range{},
 	}
 }
 
@@ -81,6 +83,7 @@ type checker struct {
 func (c *Config) check(src *sourceMap) hcl.Diagnostics {
 	k := &checker{src: src}
 	k.host(&c.Host)
+	k.policies(c.Policies)
 
 	first := make(map[string]*Server, len(c.Servers))
 	for i, s := range c.Servers {

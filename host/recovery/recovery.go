@@ -319,6 +319,19 @@ func isTokenByte(c byte) bool {
 // own JSON-RPC errors keep their codes.
 const CodeUpstream = -32010
 
+// CodeDenied is the JSON-RPC error code of a call the host's policies do
+// not allow its caller (docs/auth.md): data.kind "denied", data.policy
+// and data.rule name the rule that decided. The call never reached a
+// server.
+const CodeDenied = -32011
+
+// CodeRateLimited is the JSON-RPC error code of a call past a rate limit
+// of the caller's policies (docs/auth.md): data.kind "rate_limited",
+// data.policy and data.rule name the rate block, data.retry_after_ms and
+// data.retry_at say when the call would be admitted. The call never
+// reached a server.
+const CodeRateLimited = -32012
+
 // Kind names an Error for a downstream client (the "kind" of
 // CodeUpstream's data): "parked", "unavailable", "crashed", "timeout",
 // "unreachable", "auth", "needs_login", "insufficient_scope",

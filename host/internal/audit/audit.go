@@ -153,6 +153,63 @@ type Line struct {
 	Result    *Payload `json:"result,omitempty"`
 	// TraceID is the W3C trace id of the call's span, when traced.
 	TraceID string `json:"trace_id,omitempty"`
+	// Policy and Rule name the policy rule that refused a call (outcome
+	// "denied" or "rate_limited", docs/auth.md); empty otherwise.
+	Policy string `json:"policy,omitempty"`
+	Rule   string `json:"rule,omitempty"`
+}
+
+// Refusal is a call the host's policies refused before it reached a
+// server (docs/auth.md): a deny, the default deny, or a rate limit.
+type Refusal struct {
+	// Time is when it was refused.
+	Time time.Time
+	// Server is the server block the name routes to ("" when none does);
+	// Method the MCP method; Name the tool or prompt's upstream name (the
+	// exposed one when no server offers it) or the URI.
+	Server, Method, Name string
+	// Downstream is the session the call came on, if known.
+	Downstream upstream.Downstream
+	// Outcome is "denied" or "rate_limited"; Policy and Rule what decided;
+	// Error the message the client got.
+	Outcome, Policy, Rule, Error string
+}
+
+// RecordRefusal writes the line for a call refused by policy, made by
+// who (nil: an anonymous caller).
+func (l *Log) RecordRefusal(r Refusal, who *identity.Subject) error {
+	line := Line{
+		Time: r.Time.UTC(), Replica: l.replica, Server: r.Server, Method: r.Method,
+		Outcome: r.Outcome, Subject: who, Policy: r.Policy, Rule: r.Rule,
+		ErrorKind: r.Outcome, Error: RedactText(r.Error),
+	}
+	line.setName(r.Method, r.Name)
+	line.setDownstream(r.Downstream)
+	return l.write(line)
+}
+
+// setName puts name in the field its method names.
+func (line *Line) setName(method, name string) {
+	switch method {
+	case "resources/read":
+		// A URI can carry credentials (user:password@, ?token=).
+		line.URI = RedactText(name)
+	case "prompts/get":
+		line.Prompt = name
+	default:
+		line.Tool = name
+	}
+}
+
+// setDownstream names the downstream session and its client.
+func (line *Line) setDownstream(d upstream.Downstream) {
+	if ss, ok := d.(*mcp.ServerSession); ok && ss != nil {
+		line.Session = ss.ID()
+		if ip := ss.InitializeParams(); ip != nil && ip.ClientInfo != nil {
+			line.Client = ip.ClientInfo.Name
+			line.ClientVersion = ip.ClientInfo.Version
+		}
+	}
 }
 
 // Payload is a request's arguments or a call's result.
@@ -184,22 +241,8 @@ func (l *Log) Record(c *upstream.Call, traceID string, who *identity.Subject) er
 		TraceID:    traceID,
 		Subject:    who,
 	}
-	switch c.Method {
-	case "resources/read":
-		// A URI can carry credentials (user:password@, ?token=).
-		line.URI = RedactText(c.Name)
-	case "prompts/get":
-		line.Prompt = c.Name
-	default:
-		line.Tool = c.Name
-	}
-	if ss, ok := c.Downstream.(*mcp.ServerSession); ok && ss != nil {
-		line.Session = ss.ID()
-		if ip := ss.InitializeParams(); ip != nil && ip.ClientInfo != nil {
-			line.Client = ip.ClientInfo.Name
-			line.ClientVersion = ip.ClientInfo.Version
-		}
-	}
+	line.setName(c.Method, c.Name)
+	line.setDownstream(c.Downstream)
 	if c.Err != nil {
 		line.ErrorKind = c.Class.String()
 		line.Error = RedactText(c.Err.Error())
@@ -219,6 +262,11 @@ func (l *Log) Record(c *upstream.Call, traceID string, who *identity.Subject) er
 			line.Result = l.payload(b)
 		}
 	}
+	return l.write(line)
+}
+
+// write appends line to the file.
+func (l *Log) write(line Line) error {
 	b, err := json.Marshal(line)
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/audit"
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
@@ -87,5 +88,38 @@ func TestDigestKeyFileReadableByOthers(t *testing.T) {
 	}
 	if first["hmac_sha256"] == second["hmac_sha256"] {
 		t.Errorf("two processes refused the same key file yet digest alike: %v", first)
+	}
+}
+
+// TestRecordRefusal: a call the policies refused is one line with the
+// caller, the policy and the rule, no attempts, and a URI's credentials
+// redacted as on every line.
+func TestRecordRefusal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path, false, "r1", hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	who := &identity.Subject{Via: identity.ViaOIDC, ID: "u1", Groups: []string{"analysts"}}
+	if err := l.RecordRefusal(audit.Refusal{Time: time.Now(), Server: "files", Method: "resources/read", Name: "https://user:hunter2@example.com/x",
+		Outcome: "denied", Policy: "analysts", Rule: `policy "analysts" deny "https://*"`, Error: "denied"}, who); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(raw, &line); err != nil {
+		t.Fatalf("audit line %q: %v", raw, err)
+	}
+	sub, _ := line["subject"].(map[string]any)
+	if line["outcome"] != "denied" || line["policy"] != "analysts" || line["rule"] != `policy "analysts" deny "https://*"` ||
+		line["attempts"] != 0.0 || line["replica"] != "r1" || line["server"] != "files" || sub["id"] != "u1" {
+		t.Errorf("refusal line %v", line)
+	}
+	if strings.Contains(string(raw), "hunter2") {
+		t.Errorf("the refusal line holds the URI's password: %s", raw)
 	}
 }

@@ -26,6 +26,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
+	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
@@ -134,7 +136,18 @@ func (c *forwardingConn) forward(req *jsonrpc.Request) bool {
 
 // run makes one forwarded call and answers it.
 func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id jsonrpc.ID, target callTarget) {
-	res, err := c.t.g.backend.Forward(ctx, ss, target.server, target.tool, target.params)
+	var res json.RawMessage
+	var err error
+	if e := c.t.g.policyEngine(); e != nil {
+		// The caller of a stdio connection is the local user (policy.go).
+		if perr := c.t.g.admit(ctx, e, e.Local(), ss, "tools/call", policy.Tool, target.exposed); perr != nil {
+			err = perr
+		}
+		ctx = identity.NewContext(ctx, e.Local()) // for the audit line
+	}
+	if err == nil {
+		res, err = c.t.g.backend.Forward(ctx, ss, target.server, target.tool, target.params)
+	}
 	if err == nil {
 		if w, ok := c.Connection.(resultWriter); ok {
 			err = w.WriteResult(context.Background(), id, res)
@@ -159,6 +172,7 @@ func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id json
 // params to send upstream (naming the original tool).
 type callTarget struct {
 	server, tool string
+	exposed      string // the name the client called, which policies match
 	params       json.RawMessage
 }
 
@@ -225,7 +239,7 @@ func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
 		p = append(p, q...)
 		params = append(p, params[nameAt[1]:]...)
 	}
-	return callTarget{server: e.Server, tool: e.Original, params: params}, true
+	return callTarget{server: e.Server, tool: e.Original, exposed: name, params: params}, true
 }
 
 // wireError is the JSON-RPC error a forwarded call answers err with: an

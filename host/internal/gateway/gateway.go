@@ -34,6 +34,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
+	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
@@ -102,6 +103,16 @@ type Options struct {
 	// starting up): the host nudges parked servers to try again. It must
 	// not block.
 	OnToolsList func()
+	// Policy, if set, returns the policies in force (nil: none, every
+	// caller may use everything). It is called on every request, so a
+	// reload takes effect at once.
+	Policy func() *policy.Engine
+	// OnVerdict, if set, is told the policy decision on every call
+	// (tools/call, prompts/get, resources/read) while policies are in
+	// force: the host counts them and audits the refusals. It must not
+	// block.
+	OnVerdict func(ctx context.Context, v *Verdict)
+
 	// RequestContext, if set, derives the context a request over HTTP is
 	// forwarded with from its HTTP headers (the host's tracer takes the
 	// W3C trace context from there).
@@ -191,6 +202,9 @@ func New(opts Options) *Gateway {
 	})
 	g.server.AddReceivingMiddleware(g.dormantTools)
 	g.server.AddReceivingMiddleware(g.pendingRoots)
+	// Added last, so it runs first: a call outside the caller's policies
+	// reaches no handler, the dormant tools' included (policy.go).
+	g.server.AddReceivingMiddleware(g.policies)
 	return g
 }
 

@@ -14,6 +14,10 @@ const (
 	// ViaOIDC: the request carried a JWT access token of the configured
 	// OpenID provider, verified against its keys.
 	ViaOIDC = "oidc"
+	// ViaLocal: the local user, the caller of stdio (`mcpvisor run
+	// --stdio`) and library calls, named by the host block's
+	// stdio_subject (or the account mcpvisor runs as) for policies.
+	ViaLocal = "local"
 )
 
 // Subject is the caller of a downstream request. It never holds the
@@ -21,8 +25,8 @@ const (
 type Subject struct {
 	// Via is ViaToken or ViaOIDC.
 	Via string `json:"via"`
-	// ID is the subject claim (subject_claim, "sub" by default); "" for
-	// ViaToken.
+	// ID is the subject claim (subject_claim, "sub" by default), the
+	// local user's name for ViaLocal; "" for ViaToken.
 	ID string `json:"id,omitempty"`
 	// Email is the token's email claim, when it has one.
 	Email string `json:"email,omitempty"`

@@ -35,10 +35,13 @@ const (
 	// MaxSessions: a session was evicted to make room at max_sessions, or
 	// a newcomer got 503 because every session was busy.
 	MaxSessions Name = "max_sessions"
+	// CallsPerMinute: a call past a rate block of the caller's policies
+	// was refused with a time to retry (docs/auth.md).
+	CallsPerMinute Name = "calls_per_minute"
 )
 
 // All is every Name, in the order metrics list them.
-var All = []Name{MaxMessageSize, MaxInflightBytes, MaxPendingRequests, BodyTimeout, MaxBodyBytesInflight, MaxInflight, MaxSessions}
+var All = []Name{MaxMessageSize, MaxInflightBytes, MaxPendingRequests, BodyTimeout, MaxBodyBytesInflight, MaxInflight, MaxSessions, CallsPerMinute}
 
 // Hits counts the hits of every limit. It is safe for concurrent use; a
 // nil *Hits counts nothing, so code built without a Host (tests, embedders

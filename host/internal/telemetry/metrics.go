@@ -57,6 +57,9 @@ type Metrics struct {
 	reconnects    *prometheus.CounterVec
 	breaker       *prometheus.CounterVec
 	notifications *prometheus.CounterVec
+	// policyDecisions counts the policy decisions on calls; its policy
+	// label takes the names of the configuration's policy blocks only.
+	policyDecisions *prometheus.CounterVec
 
 	stateDesc, breakerDesc, generationDesc, sessionsDesc *prometheus.Desc
 
@@ -154,6 +157,11 @@ func newMetrics(status func() []upstream.Status, sessions func() int, limitHits 
 			ConstLabels: constLabels,
 			Help:        "Upstream notifications (progress, log, resource_updated) forwarded to downstream clients or dropped.",
 		}, []string{"server", "kind", "result"}),
+		policyDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "mcpvisor_policy_decisions_total",
+			ConstLabels: constLabels,
+			Help:        "Policy decisions on calls (tools/call, prompts/get, resources/read), by decision (allow, deny, rate_limited) and the policy that decided (\"\" for the default deny).",
+		}, []string{"decision", "policy"}),
 		stateDesc: prometheus.NewDesc("mcpvisor_server_state",
 			"1 for the state the server is in, 0 for the others.", []string{"server", "state"}, constLabels),
 		breakerDesc: prometheus.NewDesc("mcpvisor_breaker_state",
@@ -182,7 +190,7 @@ func newMetrics(status func() []upstream.Status, sessions func() int, limitHits 
 
 func (m *Metrics) vectors() []prometheus.Collector {
 	return []prometheus.Collector{m.calls, m.duration, m.inFlight, m.retries, m.restarts,
-		m.parks, m.revivals, m.reconnects, m.breaker, m.notifications}
+		m.parks, m.revivals, m.reconnects, m.breaker, m.notifications, m.policyDecisions}
 }
 
 // Describe implements prometheus.Collector.

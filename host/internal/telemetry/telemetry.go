@@ -228,6 +228,17 @@ func (o *Observer) CallFinished(ctx context.Context, c *upstream.Call) {
 	}
 }
 
+// PolicyDecision counts one policy decision on a call: decision is
+// "allow", "deny" or "rate_limited", policy the name of the policy block
+// that decided ("" for the default deny). Never labelled by subject:
+// subjects are unbounded (docs/auth.md).
+func (o *Observer) PolicyDecision(decision, policy string) {
+	if o == nil || o.metrics == nil {
+		return
+	}
+	o.metrics.policyDecisions.WithLabelValues(decision, policy).Inc()
+}
+
 // failed reports whether an outcome is an error answered to the caller.
 func failed(o upstream.Outcome) bool {
 	switch o {

@@ -1,0 +1,153 @@
+package cli
+
+// The policy command (policy check): explains, from the configuration
+// file alone, what the host's policies decide for a caller (docs/auth.md).
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
+	"github.com/mcpvisor/mcpvisor/host/internal/policy"
+)
+
+const policyUsage = `Usage: mcpvisor policy <command> [options]
+
+Commands:
+  check   explain what the configuration's policies decide for a caller and
+          a tool, prompt or resource: allowed or denied, and by which rule
+`
+
+func policyCmd(args []string, stdio IO) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdio.Stderr, policyUsage)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "check":
+		return policyCheckCmd(args[1:], stdio)
+	case "help", "-h", "-help", "--help":
+		writeHelp(stdio.Stdout, "policy", nil)
+		return ExitOK
+	}
+	hint := ""
+	if s := suggest(args[0], []string{"check"}); s != "" {
+		hint = fmt.Sprintf("; did you mean %q?", s)
+	}
+	fmt.Fprintf(stdio.Stderr, "mcpvisor policy: unknown command %q%s\n\n%s", termSafe(args[0]), hint, policyUsage)
+	return ExitUsage
+}
+
+func policyCheckCmd(args []string, stdio IO) int {
+	fs, path := newFlags("policy check", stdio)
+	prompt := fs.Bool("prompt", false, "NAME is a prompt, not a tool")
+	resource := fs.Bool("resource", false, "NAME is a resource URI, not a tool")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return ExitUsage
+	}
+	if len(pos) < 2 {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor policy check: want SUBJECT... NAME, such as: mcpvisor policy check group:analysts github__delete_repo\n")
+		return ExitUsage
+	}
+	if *prompt && *resource {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor policy check: -prompt and -resource exclude each other\n")
+		return ExitUsage
+	}
+	kind := policy.Tool
+	switch {
+	case *prompt:
+		kind = policy.Prompt
+	case *resource:
+		kind = policy.Resource
+	}
+	name := pos[len(pos)-1]
+	cfg, ok := loadConfig(*path, stdio)
+	if !ok {
+		return ExitUsage
+	}
+	who, err := callerOf(pos[:len(pos)-1], cfg.Host.StdioSubject)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor policy check: %s\n", err)
+		return ExitUsage
+	}
+	e := policy.New(cfg.Policies, cfg.Host.StdioSubject, nil)
+	if e == nil {
+		fmt.Fprintf(stdio.Stdout, "allow: %s %q for %s\n  decided by: %s has no policy blocks, so every caller may use everything\n", kind, name, describeCaller(who), *path)
+		return ExitOK
+	}
+	d := e.Decide(who, kind, name)
+	verdict, code := "allow", ExitOK
+	if !d.Allowed {
+		verdict, code = "deny", ExitRuntime
+	}
+	fmt.Fprintf(stdio.Stdout, "%s: %s %q for %s\n  decided by: %s\n", verdict, kind, name, describeCaller(who), d.Rule)
+	applying, limits := e.Explain(who, kind, name)
+	if len(applying) > 0 {
+		fmt.Fprintf(stdio.Stdout, "  policies that apply: %s\n", strings.Join(applying, ", "))
+	}
+	if d.Allowed {
+		for _, l := range limits {
+			fmt.Fprintf(stdio.Stdout, "  rate limit: %s\n", l)
+		}
+	}
+	return code
+}
+
+// callerOf builds the caller that claims describe: sub:ID, email:ADDRESS,
+// group:NAME (any number), client:ID for an OIDC subject; token, local
+// or anonymous alone.
+func callerOf(claims []string, stdioSubject string) (*identity.Subject, error) {
+	if len(claims) == 1 {
+		switch claims[0] {
+		case config.SubjectToken:
+			return &identity.Subject{Via: identity.ViaToken}, nil
+		case config.SubjectLocal:
+			return policy.LocalSubject(stdioSubject), nil
+		case config.SubjectAnonymous:
+			return nil, nil
+		}
+	}
+	s := &identity.Subject{Via: identity.ViaOIDC}
+	for _, c := range claims {
+		kind, value, err := config.ParseSubject(c)
+		if err != nil {
+			return nil, err
+		}
+		switch kind {
+		case config.SubjectID:
+			s.ID = value
+		case config.SubjectEmail:
+			s.Email = value
+		case config.SubjectGroup:
+			s.Groups = append(s.Groups, value)
+		case config.SubjectClient:
+			s.Client = value
+		default:
+			return nil, fmt.Errorf("%q describes a whole caller; give it alone, or describe a token's claims with the kinds sub, email, group and client", c)
+		}
+	}
+	return s, nil
+}
+
+// describeCaller names a caller with its claims.
+func describeCaller(s *identity.Subject) string {
+	if s == nil || s.Via != identity.ViaOIDC {
+		return policy.Describe(s)
+	}
+	var parts []string
+	if s.ID != "" {
+		parts = append(parts, "sub:"+s.ID)
+	}
+	if s.Email != "" {
+		parts = append(parts, "email:"+s.Email)
+	}
+	for _, g := range s.Groups {
+		parts = append(parts, "group:"+g)
+	}
+	if s.Client != "" {
+		parts = append(parts, "client:"+s.Client)
+	}
+	return "a token with " + strings.Join(parts, " ")
+}

@@ -1,0 +1,60 @@
+package host
+
+// Policies (docs/auth.md, docs/design.md §19): the host compiles the
+// configuration's policy blocks into a policy.Engine, which the gateway
+// asks on every request; a reload swaps the engine without touching a
+// server, and the rate limit buckets outlive it. Every decision on a call
+// is counted (mcpvisor_policy_decisions_total) and every refusal audited.
+
+import (
+	"context"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/audit"
+	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
+	"github.com/mcpvisor/mcpvisor/host/internal/limits"
+	"github.com/mcpvisor/mcpvisor/host/internal/policy"
+)
+
+// setPolicies compiles cfg's policies and puts them in force. It reports
+// whether they differ from the ones in force before.
+func (h *Host) setPolicies(cfg *config.Config) bool {
+	next := policy.New(cfg.Policies, cfg.Host.StdioSubject, h.limiters)
+	old := h.policy.Swap(next)
+	return !old.Same(next)
+}
+
+// policyEngine is the policies in force (nil: none).
+func (h *Host) policyEngine() *policy.Engine { return h.policy.Load() }
+
+// onVerdict counts a policy decision and audits a refusal.
+func (h *Host) onVerdict(_ context.Context, v *gateway.Verdict) {
+	decision, name := "allow", v.Decision.Policy
+	switch {
+	case !v.Decision.Allowed:
+		decision = "deny"
+	case v.Limited != nil:
+		decision, name = "rate_limited", v.Limited.Policy
+		h.limitHits.Hit(limits.CallsPerMinute)
+	}
+	h.telemetry.PolicyDecision(decision, name)
+	if decision == "allow" || h.audit == nil {
+		return
+	}
+	r := audit.Refusal{Time: v.Start, Server: v.Server, Method: v.Method, Name: v.Original, Policy: name}
+	if r.Name == "" {
+		r.Name = v.Name
+	}
+	if v.Downstream != nil {
+		r.Downstream = v.Downstream
+	}
+	if decision == "deny" {
+		r.Outcome, r.Rule, r.Error = "denied", v.Decision.Rule, v.Decision.Rule
+	} else {
+		r.Outcome, r.Rule = "rate_limited", v.Limited.Rule
+		r.Error = v.Limited.Rule + ": retry in " + v.Limited.RetryAfter.String()
+	}
+	if err := h.audit.RecordRefusal(r, v.Subject); err != nil {
+		h.logger.Error("audit log write failed for a refused call", "path", h.audit.Path(), "error", err)
+	}
+}
