@@ -248,105 +248,93 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 	}
 
 	err := fn(ctx, sess)
-	class := s.classify(ctx, sess, err)
-	switch class {
-	case recovery.None, recovery.Application:
-		// The upstream answered: it is reachable, and this session is proven.
-		s.breaker.Success()
-		s.proved(sess)
-		return unwrapApplication(err)
-	case recovery.Canceled:
-		s.breaker.Release(probe)
-		return err
-	case recovery.Timeout:
-		s.strike(op)
-		if sess.stalled() {
-			// The process stopped reading; a request may be half written
-			// into its pipe. Replace it.
-			s.reportFailed(sess.gen, fmt.Errorf("the server stopped reading its input: %w", err))
-		}
-		return s.timeoutError(op, sess, err, "")
-	case recovery.NeedsLogin:
-		// The token could not be refreshed: no retry can help, and the
-		// server is reachable, so no strike. The supervisor reconnects,
-		// finds the same, and waits for a login.
-		s.breaker.Release(probe)
-		s.reportFailed(sess.gen, err)
-		return s.needsLoginError(op, err)
-	case recovery.InsufficientScope:
-		// The upstream answered, on a healthy session, that this operation
-		// needs a scope the token lacks: only a login asking for it helps
-		// (step-up). The server stays ready for everything else.
-		s.breaker.Success()
-		s.proved(sess)
-		return s.insufficientScopeError(op, err)
-	}
-	if s.isStopping() {
+	f := recovery.Failure{Stage: recovery.FirstTry, Class: s.classify(ctx, sess, err), Replayable: replayable, Stalled: sess.stalled()}
+	dec := recovery.Decide(f)
+	if dec.SessionFailed && s.isStopping() {
 		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
 	}
-
-	retry := false
-	switch class {
-	case recovery.SessionGone, recovery.Auth:
-		// The server rejected the request before running it: a retry on a
-		// new session cannot double a side effect.
-		retry = true
-	case recovery.ProcessDied:
-		sess.diedInCall.Store(true)
-		s.strikeSession(op, sess)
-		retry = replayable
-	default: // Transport
-		s.strikeSession(op, sess)
-		retry = replayable
+	if dec.ReleaseProbe {
+		s.breaker.Release(probe)
 	}
-	s.reportFailed(sess.gen, err)
-	if !retry {
-		if class == recovery.ProcessDied {
-			return &recovery.Error{Server: s.name, Op: op, Class: class,
-				Reason: "the server process exited while the call was in flight; its outcome is unknown and it was not retried because it may have side effects", Err: err}
-		}
-		return &recovery.Error{Server: s.name, Op: op, Class: class, Reason: "unreachable", Err: err}
+	s.carryOut(op, sess, dec, err)
+	if dec.Next != recovery.RetryOnce {
+		return s.callError(op, f, sess, err)
 	}
 
 	next, werr := s.awaitNewer(ctx, sess.gen)
 	if werr != nil {
-		return s.recoveryFailed(op, class, err, werr)
+		return s.recoveryFailed(op, f.Class, err, werr)
 	}
-	s.logger.Debug("retrying on a new session", "op", op, "class", class, "generation", next.gen)
-	err2 := fn(ctx, next)
-	class2 := s.classify(ctx, next, err2)
-	switch class2 {
-	case recovery.None, recovery.Application:
+	s.logger.Debug("retrying on a new session", "op", op, "class", f.Class, "generation", next.gen)
+	err = fn(ctx, next)
+	f = recovery.Failure{Stage: recovery.Retry, Class: s.classify(ctx, next, err), Replayable: replayable, Stalled: next.stalled()}
+	s.carryOut(op, next, recovery.Decide(f), err)
+	return s.callError(op, f, next, err)
+}
+
+// carryOut does what a decision tells the breaker, the session and the run
+// loop about an operation's outcome on sess (err: the outcome's error).
+func (s *Supervisor) carryOut(op string, sess *session, dec recovery.Decision, err error) {
+	if dec.Answered {
+		// The upstream answered: it is reachable, and this session is proven.
 		s.breaker.Success()
-		s.proved(next)
-		return unwrapApplication(err2)
-	case recovery.Canceled:
-		return err2
-	case recovery.NeedsLogin:
-		s.reportFailed(next.gen, err2)
-		return s.needsLoginError(op, err2)
-	case recovery.InsufficientScope:
-		s.breaker.Success()
-		s.proved(next)
-		return s.insufficientScopeError(op, err2)
-	case recovery.Auth:
-		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Auth, NeedsReauth: true,
-			Reason: "the upstream rejected the credentials again after reconnecting", Err: err2}
-	case recovery.Timeout:
+		s.proved(sess)
+	}
+	if dec.Strike {
 		s.strike(op)
-		return s.timeoutError(op, next, err2, "retry: ")
 	}
-	if class2 != recovery.SessionGone {
-		s.strikeSession(op, next)
+	if dec.DiedInCall {
+		sess.diedInCall.Store(true)
 	}
-	if class2 == recovery.ProcessDied {
-		next.diedInCall.Store(true)
-		s.reportFailed(next.gen, err2)
-		return &recovery.Error{Server: s.name, Op: op, Class: class2,
-			Reason: "the server exited twice while handling this call (once more when it was replayed); not retried again", Err: err2}
+	if dec.StrikeSession {
+		s.strikeSession(op, sess)
 	}
-	s.reportFailed(next.gen, err2)
-	return &recovery.Error{Server: s.name, Op: op, Class: class2, Reason: "retry on a new session failed too", Err: err2}
+	if dec.Reconnect {
+		if dec.Strike {
+			// A timeout on a process that stopped reading its input: a
+			// request may be half written into its pipe. Replace it.
+			err = fmt.Errorf("the server stopped reading its input: %w", err)
+		}
+		s.reportFailed(sess.gen, err)
+	}
+}
+
+// callError is what the caller of an operation gets for its outcome: the
+// upstream's answer as it is, or a *recovery.Error saying what failed and
+// what happens next. It is the one place where an operation's failure
+// becomes the error its caller sees.
+func (s *Supervisor) callError(op string, f recovery.Failure, sess *session, err error) error {
+	retry := f.Stage == recovery.Retry
+	switch f.Class {
+	case recovery.None, recovery.Application:
+		return unwrapApplication(err)
+	case recovery.Canceled:
+		return err
+	case recovery.InsufficientScope:
+		return s.insufficientScopeError(op, err)
+	case recovery.NeedsLogin:
+		return s.needsLoginError(op, err)
+	case recovery.Timeout:
+		prefix := ""
+		if retry {
+			prefix = "retry: "
+		}
+		return s.timeoutError(op, sess, err, prefix)
+	}
+	switch {
+	case retry && f.Class == recovery.Auth:
+		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Auth, NeedsReauth: true,
+			Reason: "the upstream rejected the credentials again after reconnecting", Err: err}
+	case retry && f.Class == recovery.ProcessDied:
+		return &recovery.Error{Server: s.name, Op: op, Class: f.Class,
+			Reason: "the server exited twice while handling this call (once more when it was replayed); not retried again", Err: err}
+	case retry:
+		return &recovery.Error{Server: s.name, Op: op, Class: f.Class, Reason: "retry on a new session failed too", Err: err}
+	case f.Class == recovery.ProcessDied:
+		return &recovery.Error{Server: s.name, Op: op, Class: f.Class,
+			Reason: "the server process exited while the call was in flight; its outcome is unknown and it was not retried because it may have side effects", Err: err}
+	}
+	return &recovery.Error{Server: s.name, Op: op, Class: f.Class, Reason: "unreachable", Err: err}
 }
 
 // proved tells the supervisor that a call succeeded on sess, once per

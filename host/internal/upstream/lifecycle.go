@@ -16,7 +16,6 @@ are atomics. run never holds mu across I/O.
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -159,9 +158,8 @@ func (s *Supervisor) run() {
 			if s.isStopping() {
 				return
 			}
-			// A connect refused for want of a scope cannot succeed until a
-			// login grants it, like one without valid tokens.
-			if errors.Is(err, recovery.ErrNeedsLogin) || errors.Is(err, recovery.ErrInsufficientScope) {
+			dec := recovery.Decide(recovery.Failure{Stage: recovery.Connect, Err: err})
+			if dec.Next == recovery.AwaitLogin {
 				s.recordError(err)
 				if !s.awaitLogin(func() {
 					answer(waiters, s.attemptFailed(err, StateNeedsLogin, time.Time{}))
@@ -181,11 +179,9 @@ func (s *Supervisor) run() {
 				s.logger.Warn("connect failed", "attempt", failures, "error", recovery.Redact(err.Error()))
 			}
 			// Only what no retry can change (a missing or non-executable
-			// command) parks at once. A process that exits before
-			// initialize, even the same way every time, may be waiting
-			// for something that is ready a moment later (a database, a
-			// socket, a file): it follows the backoff and the budget.
-			permanent = errors.Is(err, recovery.ErrCannotStart)
+			// command) parks at once; anything else follows the backoff
+			// and the budget (recovery.Decide).
+			permanent = dec.Next == recovery.Park
 		} else {
 			probing = false
 			answer(waiters, nil)
