@@ -226,9 +226,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		// though, the call waits for it (the new session closes the
 		// breaker) instead of failing (docs/design.md §5). A parked remote
 		// server may be probed early, rate-limited (remoteProbeEvery).
-		s.mu.Lock()
-		state := s.state
-		s.mu.Unlock()
+		state := s.life.view().state
 		live := sess != nil && !sess.isDead()
 		revive = !live && state == StateParked && s.remoteProbeDue()
 		if revive {
@@ -251,7 +249,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 	f := recovery.Failure{Stage: recovery.FirstTry, Class: s.classify(ctx, sess, err), Replayable: replayable, Stalled: sess.stalled()}
 	dec := recovery.Decide(f)
 	if dec.SessionFailed && s.isStopping() {
-		return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
+		return s.stoppedOp(op)
 	}
 	if dec.ReleaseProbe {
 		s.breaker.Release(probe)
@@ -386,10 +384,7 @@ func (s *Supervisor) strike(op string) {
 }
 
 func (s *Supervisor) openReason() string {
-	s.mu.Lock()
-	st := s.state
-	s.mu.Unlock()
-	if st == StateParked {
+	if s.life.view().state == StateParked {
 		if s.cfg.URL != "" {
 			return fmt.Sprintf("parked after its retry budget was spent (circuit open); calls try to reach it again at most every %s, and it tries by itself at the next attempt time", remoteProbeEvery)
 		}
@@ -440,12 +435,7 @@ func (s *Supervisor) recoveryFailed(op string, class recovery.Class, orig, wait 
 // about a generation that has already been replaced are ignored there, so
 // concurrent callers failing on one session cause one reconnect.
 func (s *Supervisor) reportFailed(gen uint64, err error) {
-	s.mu.Lock()
-	if gen > s.failedGen {
-		s.failedGen = gen
-		s.failedErr = err
-	}
-	s.mu.Unlock()
+	s.life.reportFailed(gen, err)
 	signal(s.wake)
 }
 
@@ -469,16 +459,15 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 		if sess := s.cur.Load(); sess != nil && !sess.isDead() {
 			return sess, nil
 		}
-		s.mu.Lock()
-		state, changed, next, lastErr := s.state, s.changed, s.nextAttempt, s.lastErr
-		s.mu.Unlock()
+		v := s.life.view()
+		state, changed, next, lastErr := v.state, v.changed, v.next, v.lastErr
 		if revived && (state != StateParked || !next.Equal(parkedUntil)) {
 			leftPark = true
 		}
 
 		switch state {
 		case StateStopped:
-			return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
+			return nil, s.stoppedOp(op)
 		case StateNeedsLogin:
 			return nil, s.needsLoginError(op, lastErr)
 		case StateNeedsConfig:
@@ -543,9 +532,8 @@ func (s *Supervisor) awaitNewer(ctx context.Context, gen uint64) (*session, erro
 		if sess := s.cur.Load(); sess != nil && sess.gen > gen && !sess.isDead() {
 			return sess, nil
 		}
-		s.mu.Lock()
-		state, changed, next, lastErr := s.state, s.changed, s.nextAttempt, s.lastErr
-		s.mu.Unlock()
+		v := s.life.view()
+		state, changed, next, lastErr := v.state, v.changed, v.next, v.lastErr
 		switch state {
 		case StateNeedsLogin:
 			return nil, &recovery.Error{Class: recovery.NeedsLogin, Reason: "server needs a login", Err: lastErr}

@@ -41,31 +41,16 @@ func (s *Supervisor) Revive() <-chan error {
 // awaitOutcome registers a waiter for the outcome of the next connect
 // attempt.
 func (s *Supervisor) awaitOutcome() <-chan error {
-	ch := make(chan error, 1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.exited {
-		ch <- &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
-		return ch
-	}
-	s.outcomeWaiters = append(s.outcomeWaiters, ch)
-	return ch
+	return s.life.awaitOutcome(s.stoppedError)
 }
 
-// takeWaiters removes and returns the waiters for the next attempt.
-func (s *Supervisor) takeWaiters() []chan error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ws := s.outcomeWaiters
-	s.outcomeWaiters = nil
-	return ws
-}
+// stoppedError is what a waiter that meets the supervisor stopped is told.
+func (s *Supervisor) stoppedError() error { return s.stoppedOp("") }
 
-// waitersPending reports whether someone waits for an attempt to start.
-func (s *Supervisor) waitersPending() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.outcomeWaiters) > 0
+// stoppedOp is what an operation op that meets the supervisor stopped is
+// told.
+func (s *Supervisor) stoppedOp(op string) error {
+	return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
 }
 
 // answer tells waiters an attempt's outcome.
@@ -88,18 +73,10 @@ func (s *Supervisor) attemptFailed(err error, state State, next time.Time) error
 	return &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: reason, Err: err, RetryAt: next}
 }
 
-// setState records a transition and wakes everyone waiting on a change.
+// setState records a transition (lifecycle.transition, the one place a
+// state changes) and tells the observer and OnStatus.
 func (s *Supervisor) setState(st State, next time.Time) {
-	s.mu.Lock()
-	from := s.state
-	if s.state != st {
-		s.since = time.Now()
-	}
-	s.state = st
-	s.nextAttempt = next
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
+	from := s.life.transition(st, next)
 	if s.opts.Observer != nil && from != st {
 		s.opts.Observer.StateChanged(s.name, from, st)
 	}
@@ -116,12 +93,10 @@ func (s *Supervisor) run() {
 	defer func() {
 		s.publishCatalog(nil)
 		s.setState(StateStopped, time.Time{})
-		s.mu.Lock()
-		s.exited = true
-		s.mu.Unlock()
-		stopped := &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
+		s.life.exit()
+		stopped := s.stoppedError()
 		answer(waiters, stopped)
-		answer(s.takeWaiters(), stopped)
+		answer(s.life.takeWaiters(), stopped)
 	}()
 
 	if len(s.cfg.MissingEnv) > 0 {
@@ -144,7 +119,7 @@ func (s *Supervisor) run() {
 	retriedEarly := false
 	var scheduled time.Time
 	for attempt := 0; ; attempt++ {
-		waiters = append(waiters, s.takeWaiters()...)
+		waiters = append(waiters, s.life.takeWaiters()...)
 		sess, err := s.connect()
 		if s.opts.Observer != nil && !(err != nil && s.isStopping()) {
 			var gen uint64
@@ -160,7 +135,7 @@ func (s *Supervisor) run() {
 			}
 			dec := recovery.Decide(recovery.Failure{Stage: recovery.Connect, Err: err})
 			if dec.Next == recovery.AwaitLogin {
-				s.recordError(err)
+				s.life.recordError(err)
 				if !s.awaitLogin(func() {
 					answer(waiters, s.attemptFailed(err, StateNeedsLogin, time.Time{}))
 					waiters = nil
@@ -168,10 +143,10 @@ func (s *Supervisor) run() {
 					return
 				}
 				failures = 0
-				s.setFailures(0)
+				s.life.setFailures(0)
 				continue
 			}
-			s.recordError(err)
+			s.life.recordError(err)
 			if retriedEarly {
 				s.logger.Debug("connect made by a call during the backoff failed", "error", recovery.Redact(err.Error()))
 			} else {
@@ -204,11 +179,11 @@ func (s *Supervisor) run() {
 				failures++
 			}
 			if deathErr != nil {
-				s.recordError(deathErr)
+				s.life.recordError(deathErr)
 				s.logger.Warn("server connection lost", "generation", sess.gen, "error", recovery.Redact(deathErr.Error()))
 			}
 		}
-		s.setFailures(failures)
+		s.life.setFailures(failures)
 
 		if permanent && !probing {
 			s.logger.Error("server cannot start as configured (its command is missing or not executable); parking it now rather than spending its max_retries", "error", recovery.Redact(err.Error()))
@@ -227,7 +202,7 @@ func (s *Supervisor) run() {
 			}
 			early = s.earlyRevive.Swap(false)
 			failures, probing = 0, true
-			s.setFailures(0)
+			s.life.setFailures(0)
 			continue
 		}
 		delay := s.backoff(failures)
@@ -328,13 +303,11 @@ func (s *Supervisor) park(delay time.Duration, parked func(next time.Time)) bool
 	s.breaker.Trip()
 	next := time.Now().Add(delay)
 	s.setState(StateParked, next)
-	s.mu.Lock()
-	lastErr := s.lastErr
-	s.mu.Unlock()
+	lastErr := s.life.lastError()
 	s.logger.Error("server parked", "max_retries", s.cfg.Reconnect.MaxRetries,
 		"next_attempt_in", delay, "last_error", errString(lastErr))
 	parked(next)
-	if s.waitersPending() {
+	if s.life.waitersPending() {
 		// A Revive came while the attempt that parked the server was
 		// running: it asked for an attempt after that one.
 		s.logger.Info("reviving parked server")
@@ -360,16 +333,14 @@ func (s *Supervisor) awaitLogin(shown func()) bool {
 	s.publishCatalog(nil)
 	s.setState(StateNeedsLogin, time.Time{})
 	shown()
-	s.mu.Lock()
-	lastErr := s.lastErr
-	s.mu.Unlock()
+	lastErr := s.life.lastError()
 	s.logger.Error("server needs a login; its tools are withdrawn until then", "action", s.loginAction(), "error", errString(lastErr))
 	waiter, _ := s.opts.Dialer.(transport.LoginWaiter)
 	select {
 	case <-s.revive:
 	default:
 	}
-	if s.waitersPending() {
+	if s.life.waitersPending() {
 		// A Revive came while the attempt was running: try once more.
 		return true
 	}
@@ -397,12 +368,12 @@ func (s *Supervisor) awaitLogin(shown func()) bool {
 // A Revive is told at once why nothing was tried.
 func (s *Supervisor) holdForConfig() {
 	err := s.missingEnvError()
-	s.recordError(err)
+	s.life.recordError(err)
 	s.setState(StateNeedsConfig, time.Time{})
 	s.logger.Error("server not started: its block reads environment variables that are not set", "action", s.configAction(), "missing", strings.Join(s.cfg.MissingEnv, ","))
 	held := &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: "not started: " + s.configAction(), Err: err}
 	for {
-		answer(s.takeWaiters(), held)
+		answer(s.life.takeWaiters(), held)
 		select {
 		case <-s.stopCh:
 			return
@@ -433,19 +404,7 @@ func (s *Supervisor) loginAction() string {
 // WaitSettled waits until the supervisor has left the starting state (it is
 // ready, reconnecting, parked or stopped) or ctx ends.
 func (s *Supervisor) WaitSettled(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		st, changed := s.state, s.changed
-		s.mu.Unlock()
-		if st != StateStarting {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.life.waitSettled(ctx)
 }
 
 // remoteProbeDue reports whether a call may probe this parked server now,
@@ -469,9 +428,8 @@ func (s *Supervisor) remoteProbeDue() bool {
 // once per remoteProbeEvery, so a new client sees its tools about as soon
 // as it is back.
 func (s *Supervisor) Nudge() {
-	s.mu.Lock()
-	state, next := s.state, s.nextAttempt
-	s.mu.Unlock()
+	v := s.life.view()
+	state, next := v.state, v.next
 	if s.probeRemote(state, next) {
 		return
 	}

@@ -272,9 +272,7 @@ func (s *Supervisor) outcome(c *Call, err error, toolError bool) Outcome {
 		}
 		return OutcomeTransportError
 	case recovery.Unavailable:
-		s.mu.Lock()
-		parked := s.state == StateParked
-		s.mu.Unlock()
+		parked := s.life.view().state == StateParked
 		if parked {
 			return OutcomeParked
 		}

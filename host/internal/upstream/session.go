@@ -55,10 +55,7 @@ type session struct {
 // connect makes one attempt: dial, initialize, list. It is bounded by
 // connect_timeout and cut short by stop.
 func (s *Supervisor) connect() (*session, error) {
-	s.mu.Lock()
-	starting := s.gen == 0
-	s.mu.Unlock()
-	if starting {
+	if s.life.generation() == 0 {
 		s.setState(StateStarting, time.Time{})
 	} else {
 		s.setState(StateReconnecting, time.Time{})
@@ -110,10 +107,7 @@ func (s *Supervisor) connect() (*session, error) {
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
 
-	s.mu.Lock()
-	s.gen++
-	gen := s.gen
-	s.mu.Unlock()
+	gen := s.life.newGeneration()
 	sess := &session{gen: gen, cs: cs, link: link, conn: conn, dead: make(chan struct{})}
 	go s.monitor(sess)
 
@@ -204,7 +198,7 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 		if !healthy {
 			healthy = true
 			*failures = 0
-			s.setFailures(0)
+			s.life.setFailures(0)
 		}
 	}
 	for {
@@ -214,9 +208,7 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 		case <-sess.dead:
 			return healthy, sess.err
 		case <-s.wake:
-			s.mu.Lock()
-			failed, why := s.failedGen >= sess.gen, s.failedErr
-			s.mu.Unlock()
+			failed, why := s.life.failed(sess.gen)
 			if !failed {
 				continue
 			}
@@ -246,7 +238,7 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 		case <-s.revive:
 			// Already connected: nothing to revive; whoever asked is told
 			// the server is ready.
-			answer(s.takeWaiters(), nil)
+			answer(s.life.takeWaiters(), nil)
 		}
 	}
 }

@@ -201,26 +201,11 @@ type Supervisor struct {
 	// last catalog; read lock-free on the call path.
 	readOnly atomic.Pointer[map[string]bool]
 
-	// mu guards the lifecycle fields below, up to exited. Only the run
-	// loop (lifecycle.go) changes state; nobody holds mu across I/O.
-	mu          sync.Mutex
-	state       State             // guarded by mu
-	since       time.Time         // guarded by mu
-	gen         uint64            // guarded by mu
-	failures    int               // guarded by mu: the retry budget spent
-	lastErr     error             // guarded by mu
-	lastErrAt   time.Time         // guarded by mu
-	nextAttempt time.Time         // guarded by mu
-	failedGen   uint64            // guarded by mu: highest generation a caller reported failed
-	failedErr   error             // guarded by mu: what that caller saw
-	changed     chan struct{}     // guarded by mu: closed and replaced on every change
-	catalog     *registry.Catalog // guarded by mu
-	// outcomeWaiters (guarded by mu) wait for the outcome of the next
-	// connect attempt (Start, Revive); the run loop takes them when that
-	// attempt starts. exited (guarded by mu) is set once the run loop has
-	// returned: a waiter registered later is answered at once.
-	outcomeWaiters []chan error
-	exited         bool
+	// life is the state machine's record (state.go); the run loop is its
+	// only writer.
+	life *lifecycle
+	// catalog is the last listed catalog; nil while none is published.
+	catalog atomic.Pointer[registry.Catalog]
 
 	// rootsMu guards roots, the roots SetRoots last gave the SDK client.
 	rootsMu sync.Mutex
@@ -274,9 +259,7 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		logger:  opts.Logger.Named("upstream").With("server", srv.Name),
 		opts:    opts,
 		breaker: NewBreaker(srv.Breaker.Threshold, srv.Breaker.Cooldown, opts.Now),
-		state:   StateStarting,
-		since:   time.Now(),
-		changed: make(chan struct{}),
+		life:    newLifecycle(),
 		wake:    make(chan struct{}, 1),
 		revive:  make(chan struct{}, 1),
 		relist:  make(chan struct{}, 1),
@@ -352,32 +335,22 @@ func (s *Supervisor) Done() <-chan struct{} { return s.done }
 
 // Status returns a snapshot of the supervisor's state.
 func (s *Supervisor) Status() Status {
-	s.mu.Lock()
 	st := Status{
-		Name:        s.name,
-		Transport:   string(s.cfg.Transport),
-		State:       s.state,
-		Since:       s.since,
-		Generation:  s.gen,
-		Retries:     max(s.failures-1, 0),
-		MaxRetries:  s.cfg.Reconnect.MaxRetries,
-		NextAttempt: s.nextAttempt,
-		LastErrorAt: s.lastErrAt,
+		Name:       s.name,
+		Transport:  string(s.cfg.Transport),
+		MaxRetries: s.cfg.Reconnect.MaxRetries,
 	}
-	if s.lastErr != nil {
-		st.LastError = recovery.Redact(s.lastErr.Error())
-	}
-	switch s.state {
+	s.life.status(&st)
+	switch st.State {
 	case StateNeedsLogin:
 		st.Action = s.loginAction()
 	case StateNeedsConfig:
 		st.Action = s.configAction()
 	}
-	if c := s.catalog; c != nil {
+	if c := s.catalog.Load(); c != nil {
 		st.Tools, st.Resources, st.Prompts = len(c.Tools), len(c.Resources)+len(c.Templates), len(c.Prompts)
 		st.CatalogTruncatedReason = strings.Join(c.Truncated, "; ")
 	}
-	s.mu.Unlock()
 	bs, bf, until := s.breaker.Snapshot()
 	st.Breaker, st.BreakerFailures, st.BreakerRetryAt = bs.String(), bf, until
 	if cur := s.cur.Load(); cur != nil {
@@ -390,30 +363,13 @@ func (s *Supervisor) Status() Status {
 
 // Catalog returns the server's last listed catalog (nil before the first
 // successful connect and while parked).
-func (s *Supervisor) Catalog() *registry.Catalog {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.catalog
-}
+func (s *Supervisor) Catalog() *registry.Catalog { return s.catalog.Load() }
 
 func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
 	}
-}
-
-func (s *Supervisor) recordError(err error) {
-	s.mu.Lock()
-	s.lastErr = err
-	s.lastErrAt = time.Now()
-	s.mu.Unlock()
-}
-
-func (s *Supervisor) setFailures(n int) {
-	s.mu.Lock()
-	s.failures = n
-	s.mu.Unlock()
 }
 
 func (s *Supervisor) publishCatalog(cat *registry.Catalog) {
@@ -426,9 +382,7 @@ func (s *Supervisor) publishCatalog(cat *registry.Catalog) {
 		}
 	}
 	s.readOnly.Store(&ro)
-	s.mu.Lock()
-	s.catalog = cat
-	s.mu.Unlock()
+	s.catalog.Store(cat)
 	if s.opts.OnCatalog != nil {
 		s.opts.OnCatalog(s.name, cat)
 	}
