@@ -217,7 +217,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		defer cancel()
 	}
 
-	ok, probe, retryAt := s.breaker.Allow()
+	ok, probe, retryAt := s.budget.breaker.Allow()
 	revive := probe
 	sess := s.cur.Load()
 	if !ok {
@@ -228,9 +228,9 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		// server may be probed early, rate-limited (remoteProbeEvery).
 		state := s.life.view().state
 		live := sess != nil && !sess.isDead()
-		revive = !live && state == StateParked && s.remoteProbeDue()
+		revive = !live && state == StateParked && s.budget.remoteProbeDue()
 		if revive {
-			s.earlyRevive.Store(true)
+			s.budget.earlyRevive.Store(true)
 		}
 		if !revive && (live || (state != StateStarting && state != StateReconnecting)) {
 			return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
@@ -240,7 +240,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 	if sess == nil || sess.isDead() {
 		var err error
 		if sess, err = s.acquire(ctx, op, revive); err != nil {
-			s.breaker.Release(probe)
+			s.budget.breaker.Release(probe)
 			return err
 		}
 	}
@@ -252,7 +252,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		return s.stoppedOp(op)
 	}
 	if dec.ReleaseProbe {
-		s.breaker.Release(probe)
+		s.budget.breaker.Release(probe)
 	}
 	s.carryOut(op, sess, dec, err)
 	if dec.Next != recovery.RetryOnce {
@@ -275,17 +275,17 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 func (s *Supervisor) carryOut(op string, sess *session, dec recovery.Decision, err error) {
 	if dec.Answered {
 		// The upstream answered: it is reachable, and this session is proven.
-		s.breaker.Success()
+		s.budget.breaker.Success()
 		s.proved(sess)
 	}
 	if dec.Strike {
-		s.strike(op)
+		s.budget.strike(op)
 	}
 	if dec.DiedInCall {
 		sess.diedInCall.Store(true)
 	}
 	if dec.StrikeSession {
-		s.strikeSession(op, sess)
+		s.budget.strikeSession(op, sess)
 	}
 	if dec.Reconnect {
 		if dec.Strike {
@@ -366,23 +366,6 @@ func (s *Supervisor) timeoutError(op string, sess *session, err error, prefix st
 	return &recovery.Error{Server: s.name, Op: op, Class: recovery.Timeout, Reason: reason}
 }
 
-// strikeSession is strike for a failure of the session itself (its process
-// died, its connection broke): one strike per session however many calls
-// were in flight on it, so one crash never opens the breaker by itself.
-func (s *Supervisor) strikeSession(op string, sess *session) {
-	if sess.struck.CompareAndSwap(false, true) {
-		s.strike(op)
-	}
-}
-
-// strike counts one failure against the breaker.
-func (s *Supervisor) strike(op string) {
-	if s.breaker.Failure() {
-		_, n, until := s.breaker.Snapshot()
-		s.logger.Warn("circuit breaker opened", "op", op, "failures", n, "retry_at", until.Format(time.RFC3339))
-	}
-}
-
 func (s *Supervisor) openReason() string {
 	if s.life.view().state == StateParked {
 		if s.cfg.URL != "" {
@@ -390,7 +373,7 @@ func (s *Supervisor) openReason() string {
 		}
 		return "parked after its retry budget was spent (circuit open)"
 	}
-	_, n, _ := s.breaker.Snapshot()
+	_, n, _ := s.budget.breaker.Snapshot()
 	return fmt.Sprintf("unreachable (circuit open after %d consecutive failures)", n)
 }
 
@@ -483,8 +466,8 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
 					Reason: "parked; this call's attempt to revive it failed", Err: lastErr, RetryAt: next}
 			}
-			if !probe && !s.breaker.CooldownPassed() {
-				_, _, until := s.breaker.Snapshot()
+			if !probe && !s.budget.breaker.CooldownPassed() {
+				_, _, until := s.budget.breaker.Snapshot()
 				return nil, &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable,
 					Reason: "parked after its retry budget was spent; a call after the next attempt time revives it", Err: lastErr, RetryAt: until}
 			}

@@ -17,7 +17,6 @@ are atomics. run never holds mu across I/O.
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -188,11 +187,11 @@ func (s *Supervisor) run() {
 		if permanent && !probing {
 			s.logger.Error("server cannot start as configured (its command is missing or not executable); parking it now rather than spending its max_retries", "error", recovery.Redact(err.Error()))
 		}
-		if failures > s.cfg.Reconnect.MaxRetries || (probing && err != nil) || permanent {
+		if s.budget.spent(failures) || (probing && err != nil) || permanent {
 			if !(probing && early) {
 				parks++
 			}
-			if !s.park(s.parkedDelay(parks), func(next time.Time) {
+			if !s.park(s.budget.parkedDelay(parks), func(next time.Time) {
 				if err != nil {
 					answer(waiters, s.attemptFailed(err, StateParked, next))
 					waiters = nil
@@ -200,19 +199,19 @@ func (s *Supervisor) run() {
 			}) {
 				return
 			}
-			early = s.earlyRevive.Swap(false)
+			early = s.budget.earlyRevive.Swap(false)
 			failures, probing = 0, true
 			s.life.setFailures(0)
 			continue
 		}
-		delay := s.backoff(failures)
+		delay := s.budget.backoff(failures)
 		next := time.Now().Add(delay)
 		if retriedEarly && err != nil && time.Now().Before(scheduled) {
 			// The server's own attempt is still due when it was.
 			delay, next = time.Until(scheduled), scheduled
 		}
 		scheduled = next
-		s.earlyRetry.Store(false)
+		s.budget.earlyRetry.Store(false)
 		s.setState(StateReconnecting, next)
 		if err != nil {
 			answer(waiters, s.attemptFailed(err, StateReconnecting, next))
@@ -226,24 +225,9 @@ func (s *Supervisor) run() {
 			if !s.sleep(delay) {
 				return
 			}
-			retriedEarly = s.earlyRetry.Swap(false) && time.Now().Before(scheduled)
+			retriedEarly = s.budget.earlyRetry.Swap(false) && time.Now().Before(scheduled)
 		}
 	}
-}
-
-// parkedDelay is how long the n-th consecutive park (n ≥ 1) waits before
-// the server tries again by itself: the breaker's cooldown, doubling with
-// each park, up to parked_retry. A short outage then heals within about a
-// cooldown; a server that stays down is tried less and less often.
-func (s *Supervisor) parkedDelay(n int) time.Duration {
-	d, max := s.cfg.Breaker.Cooldown, s.cfg.Reconnect.ParkedRetry
-	if d <= 0 || d > max {
-		return max
-	}
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
 }
 
 func (s *Supervisor) isStopping() bool {
@@ -253,23 +237,6 @@ func (s *Supervisor) isStopping() bool {
 	default:
 		return false
 	}
-}
-
-// backoff is the delay before retry number n (n ≥ 1 consecutive failures):
-// immediate first, then base doubling, capped, with ±20% jitter.
-func (s *Supervisor) backoff(n int) time.Duration {
-	if n <= 1 {
-		return 0
-	}
-	d := s.opts.BackoffBase
-	for i := 2; i < n && d < s.cfg.Reconnect.MaxBackoff; i++ {
-		d *= 2
-	}
-	if max := s.cfg.Reconnect.MaxBackoff; max > 0 && d > max {
-		d = max
-	}
-	j := 1 + backoffJitter*(2*rand.Float64()-1)
-	return time.Duration(float64(d) * j)
 }
 
 // sleep waits d, cut short by a revive signal. It returns false on stop.
@@ -298,9 +265,9 @@ func (s *Supervisor) park(delay time.Duration, parked func(next time.Time)) bool
 	case <-s.revive:
 	default:
 	}
-	s.earlyRevive.Store(false)
+	s.budget.earlyRevive.Store(false)
 	s.publishCatalog(nil)
-	s.breaker.Trip()
+	s.budget.breaker.Trip()
 	next := time.Now().Add(delay)
 	s.setState(StateParked, next)
 	lastErr := s.life.lastError()
@@ -407,19 +374,6 @@ func (s *Supervisor) WaitSettled(ctx context.Context) error {
 	return s.life.waitSettled(ctx)
 }
 
-// remoteProbeDue reports whether a call may probe this parked server now,
-// before its breaker's cooldown has passed: only a remote (HTTP or SSE)
-// server, and at most once per remoteProbeEvery however many calls
-// arrive.
-func (s *Supervisor) remoteProbeDue() bool {
-	if s.cfg.URL == "" {
-		return false
-	}
-	now := time.Now().UnixNano()
-	last := s.lastRemoteProbe.Load()
-	return now-last >= int64(remoteProbeEvery) && s.lastRemoteProbe.CompareAndSwap(last, now)
-}
-
 // Nudge asks a parked server whose breaker cooldown has passed to try
 // again now, without waiting for the outcome (a downstream tools/list: an
 // agent starting up). The cooldown rate-limits it: a failed attempt parks
@@ -433,7 +387,7 @@ func (s *Supervisor) Nudge() {
 	if s.probeRemote(state, next) {
 		return
 	}
-	if state == StateParked && s.breaker.CooldownPassed() {
+	if state == StateParked && s.budget.breaker.CooldownPassed() {
 		signal(s.revive)
 	}
 }
@@ -444,15 +398,15 @@ func (s *Supervisor) Nudge() {
 func (s *Supervisor) probeRemote(state State, next time.Time) bool {
 	switch {
 	case state == StateParked:
-		if !s.remoteProbeDue() {
+		if !s.budget.remoteProbeDue() {
 			return false
 		}
-		s.earlyRevive.Store(true)
+		s.budget.earlyRevive.Store(true)
 	case state == StateReconnecting && time.Until(next) > 0:
-		if !s.remoteProbeDue() {
+		if !s.budget.remoteProbeDue() {
 			return false
 		}
-		s.earlyRetry.Store(true)
+		s.budget.earlyRetry.Store(true)
 	default:
 		return false
 	}

@@ -125,7 +125,7 @@ func (s *Supervisor) connect() (*session, error) {
 		}
 	}
 	s.cur.Store(sess)
-	s.breaker.Reset()
+	s.budget.breaker.Reset()
 	s.publishCatalog(cat)
 	s.setState(StateReady, time.Time{})
 	s.logger.Info("server ready", "generation", gen, "tools", len(cat.Tools),

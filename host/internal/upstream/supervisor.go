@@ -174,28 +174,15 @@ type Status = status.Server
 
 // Supervisor keeps one upstream server alive.
 type Supervisor struct {
-	name    string
-	cfg     config.Server
-	logger  hclog.Logger
-	opts    Options
-	client  *mcp.Client
-	breaker *Breaker
+	name   string
+	cfg    config.Server
+	logger hclog.Logger
+	opts   Options
+	client *mcp.Client
+	// budget is the breaker and retry policy (budget.go).
+	budget *budget
 
 	cur atomic.Pointer[session] // the ready session, nil when none
-
-	// lastRemoteProbe is when a call last probed this parked remote server
-	// early (UnixNano; see remoteProbeDue).
-	lastRemoteProbe atomic.Int64
-	// earlyRevive is set when such an early probe revives the server: its
-	// failure re-parks without lengthening the parked wait, which counts
-	// the server's own attempts, not the calls'.
-	earlyRevive atomic.Bool
-	// earlyRetry is set when a call or a tools/list cuts a remote server's
-	// reconnect backoff short (probeRemote): a failure of that attempt is
-	// not charged to the retry budget, which counts the server's own
-	// attempts, so calls cannot park a server sooner than it would park
-	// by itself.
-	earlyRetry atomic.Bool
 
 	// readOnly holds the names of tools that declared readOnlyHint, from the
 	// last catalog; read lock-free on the call path.
@@ -258,7 +245,6 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		cfg:     *srv,
 		logger:  opts.Logger.Named("upstream").With("server", srv.Name),
 		opts:    opts,
-		breaker: NewBreaker(srv.Breaker.Threshold, srv.Breaker.Cooldown, opts.Now),
 		life:    newLifecycle(),
 		wake:    make(chan struct{}, 1),
 		revive:  make(chan struct{}, 1),
@@ -271,8 +257,9 @@ func New(srv *config.Server, opts Options) *Supervisor {
 
 		maxPending: int64(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
 	}
+	s.budget = newBudget(srv, opts.BackoffBase, opts.Now, s.logger)
 	if obs := opts.Observer; obs != nil {
-		s.breaker.OnChange(func(from, to BreakerState) { obs.BreakerChanged(s.name, from, to) })
+		s.budget.breaker.OnChange(func(from, to BreakerState) { obs.BreakerChanged(s.name, from, to) })
 	}
 	s.client = mcp.NewClient(opts.ClientInfo, &mcp.ClientOptions{
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { signal(s.relist) },
@@ -351,7 +338,7 @@ func (s *Supervisor) Status() Status {
 		st.Tools, st.Resources, st.Prompts = len(c.Tools), len(c.Resources)+len(c.Templates), len(c.Prompts)
 		st.CatalogTruncatedReason = strings.Join(c.Truncated, "; ")
 	}
-	bs, bf, until := s.breaker.Snapshot()
+	bs, bf, until := s.budget.breaker.Snapshot()
 	st.Breaker, st.BreakerFailures, st.BreakerRetryAt = bs.String(), bf, until
 	if cur := s.cur.Load(); cur != nil {
 		if p, ok := cur.link.(transport.ProcessLink); ok {
