@@ -37,7 +37,7 @@ func (s *Supervisor) CallTool(ctx context.Context, d Downstream, params *mcp.Cal
 	obs.traceFromMeta(params.Meta)
 	ctx = s.started(ctx, obs)
 	meta = obs.propagated(meta)
-	err := s.do(ctx, nil, "tools/call", s.replayable(params.Name), obs.wrap(s, func(ctx context.Context, sess *session) error {
+	err := s.do(ctx, nil, "tools/call", s.sessions.replayable(params.Name), obs.wrap(s, func(ctx context.Context, sess *session) error {
 		var err error
 		res, err = sdkCallTool(ctx, sess, meta, params)
 		return err
@@ -50,13 +50,6 @@ func (s *Supervisor) CallTool(ctx context.Context, d Downstream, params *mcp.Cal
 		s.end(ctx, obs, err, res != nil && res.IsError, result)
 	}
 	return res, err
-}
-
-// replayable reports whether tool declared readOnlyHint, which makes it
-// safe to replay after the process died mid-call.
-func (s *Supervisor) replayable(tool string) bool {
-	ro := s.readOnly.Load()
-	return ro != nil && (*ro)[tool]
 }
 
 // sdkCallTool calls a tool through the SDK client with the downstream's
@@ -219,7 +212,7 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 
 	ok, probe, retryAt := s.budget.breaker.Allow()
 	revive := probe
-	sess := s.cur.Load()
+	sess := s.sessions.ready()
 	if !ok {
 		// An open breaker fails calls fast while the server keeps failing
 		// them. While the supervisor is already getting a new session,
@@ -439,7 +432,7 @@ func (s *Supervisor) acquire(ctx context.Context, op string, probe bool) (*sessi
 	var parkedUntil time.Time
 	var probeAgain <-chan time.Time
 	for {
-		if sess := s.cur.Load(); sess != nil && !sess.isDead() {
+		if sess := s.sessions.live(); sess != nil {
 			return sess, nil
 		}
 		v := s.life.view()
@@ -512,7 +505,7 @@ func (s *Supervisor) awaitNewer(ctx context.Context, gen uint64) (*session, erro
 	ctx, cancel := context.WithTimeout(ctx, retryReadyCap)
 	defer cancel()
 	for {
-		if sess := s.cur.Load(); sess != nil && sess.gen > gen && !sess.isDead() {
+		if sess := s.sessions.newer(gen); sess != nil {
 			return sess, nil
 		}
 		v := s.life.view()

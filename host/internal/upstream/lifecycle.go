@@ -161,7 +161,7 @@ func (s *Supervisor) run() {
 			answer(waiters, nil)
 			waiters = nil
 			healthy, deathErr := s.serve(sess, &failures)
-			s.cur.Store(nil)
+			s.sessions.publish(nil)
 			if !s.isStopping() {
 				// Visible at once, even while a stubborn process is still
 				// being stopped.

@@ -167,7 +167,7 @@ func (s *Supervisor) newCall(d Downstream, method, name string, args []byte) *Ca
 		return nil
 	}
 	c := &Call{Server: s.name, Method: method, Name: name, Downstream: d, Arguments: args, Start: time.Now()}
-	if cur := s.cur.Load(); cur == nil || cur.isDead() {
+	if s.sessions.live() == nil {
 		c.AwaitedSession = true
 	}
 	return c

@@ -7,9 +7,15 @@ A session is one live connection, one generation of the server: connect
 dials the link and runs the MCP handshake, monitor watches it die, serve
 keeps it (listing the catalog again when the upstream says a list
 changed) until it fails, and closeSession tears it down. The ready
-session is published in Supervisor.cur (an atomic pointer), so the call
+session is published in sessions.cur (an atomic pointer), so the call
 path reads it without a lock; a session's own fields are set before it is
 published and never change after.
+
+Lock story: sessions has no lock. Its fields are atomic pointers that only
+the run loop writes (connect publishes a session and its catalog, run
+withdraws them when the session ends, park and awaitLogin withdraw the
+catalog); calls and Status read them lock-free. The generation a session
+gets is numbered by the lifecycle (newGeneration).
 */
 
 import (
@@ -22,10 +28,67 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
+
+// sessions is what the run loop publishes of its sessions for everyone
+// else: the ready session and the last listed catalog (see the design note
+// above for its lock story).
+type sessions struct {
+	cur atomic.Pointer[session] // the ready session, nil when none
+	// catalog is the last listed catalog; nil while none is published.
+	catalog atomic.Pointer[registry.Catalog]
+	// readOnly holds the names of tools that declared readOnlyHint, from
+	// the catalog; read lock-free on the call path.
+	readOnly atomic.Pointer[map[string]bool]
+}
+
+// ready returns the published session, nil when none.
+func (ss *sessions) ready() *session { return ss.cur.Load() }
+
+// live returns the published session if it is still alive, else nil.
+func (ss *sessions) live() *session {
+	if sess := ss.cur.Load(); sess != nil && !sess.isDead() {
+		return sess
+	}
+	return nil
+}
+
+// newer returns the published session if it is alive and newer than gen,
+// else nil.
+func (ss *sessions) newer(gen uint64) *session {
+	if sess := ss.live(); sess != nil && sess.gen > gen {
+		return sess
+	}
+	return nil
+}
+
+// publish makes sess the ready session (nil: none).
+func (ss *sessions) publish(sess *session) { ss.cur.Store(sess) }
+
+// setCatalog publishes cat (nil withdraws it) and the read-only tools in it.
+func (ss *sessions) setCatalog(cat *registry.Catalog) {
+	ro := map[string]bool{}
+	if cat != nil {
+		for _, t := range cat.Tools {
+			if t.Annotations != nil && t.Annotations.ReadOnlyHint {
+				ro[t.Name] = true
+			}
+		}
+	}
+	ss.readOnly.Store(&ro)
+	ss.catalog.Store(cat)
+}
+
+// replayable reports whether tool declared readOnlyHint, which makes it
+// safe to replay after the process died mid-call.
+func (ss *sessions) replayable(tool string) bool {
+	ro := ss.readOnly.Load()
+	return ro != nil && (*ro)[tool]
+}
 
 // session is one live connection: a generation of the server.
 type session struct {
@@ -124,7 +187,7 @@ func (s *Supervisor) connect() (*session, error) {
 			s.logger.Debug("logging/setLevel on the upstream failed", "error", err)
 		}
 	}
-	s.cur.Store(sess)
+	s.sessions.publish(sess)
 	s.budget.breaker.Reset()
 	s.publishCatalog(cat)
 	s.setState(StateReady, time.Time{})
@@ -258,7 +321,7 @@ func (s *Supervisor) closeSession(sess *session) {
 // ProtocolVersion is the MCP protocol version negotiated with the upstream
 // on the current session ("" when not connected).
 func (s *Supervisor) ProtocolVersion() string {
-	sess := s.cur.Load()
+	sess := s.sessions.ready()
 	if sess == nil {
 		return ""
 	}

@@ -182,18 +182,13 @@ type Supervisor struct {
 	// budget is the breaker and retry policy (budget.go).
 	budget *budget
 
-	cur atomic.Pointer[session] // the ready session, nil when none
-
-	// readOnly holds the names of tools that declared readOnlyHint, from the
-	// last catalog; read lock-free on the call path.
-	readOnly atomic.Pointer[map[string]bool]
+	// sessions is what the run loop publishes: the ready session and the
+	// catalog (session.go).
+	sessions sessions
 
 	// life is the state machine's record (state.go); the run loop is its
 	// only writer.
 	life *lifecycle
-	// catalog is the last listed catalog; nil while none is published.
-	catalog atomic.Pointer[registry.Catalog]
-
 	// rootsMu guards roots, the roots SetRoots last gave the SDK client.
 	rootsMu sync.Mutex
 	roots   map[string]*mcp.Root
@@ -334,13 +329,13 @@ func (s *Supervisor) Status() Status {
 	case StateNeedsConfig:
 		st.Action = s.configAction()
 	}
-	if c := s.catalog.Load(); c != nil {
+	if c := s.sessions.catalog.Load(); c != nil {
 		st.Tools, st.Resources, st.Prompts = len(c.Tools), len(c.Resources)+len(c.Templates), len(c.Prompts)
 		st.CatalogTruncatedReason = strings.Join(c.Truncated, "; ")
 	}
 	bs, bf, until := s.budget.breaker.Snapshot()
 	st.Breaker, st.BreakerFailures, st.BreakerRetryAt = bs.String(), bf, until
-	if cur := s.cur.Load(); cur != nil {
+	if cur := s.sessions.ready(); cur != nil {
 		if p, ok := cur.link.(transport.ProcessLink); ok {
 			st.Pid = p.Pid()
 		}
@@ -350,7 +345,7 @@ func (s *Supervisor) Status() Status {
 
 // Catalog returns the server's last listed catalog (nil before the first
 // successful connect and while parked).
-func (s *Supervisor) Catalog() *registry.Catalog { return s.catalog.Load() }
+func (s *Supervisor) Catalog() *registry.Catalog { return s.sessions.catalog.Load() }
 
 func signal(ch chan struct{}) {
 	select {
@@ -360,16 +355,7 @@ func signal(ch chan struct{}) {
 }
 
 func (s *Supervisor) publishCatalog(cat *registry.Catalog) {
-	ro := map[string]bool{}
-	if cat != nil {
-		for _, t := range cat.Tools {
-			if t.Annotations != nil && t.Annotations.ReadOnlyHint {
-				ro[t.Name] = true
-			}
-		}
-	}
-	s.readOnly.Store(&ro)
-	s.catalog.Store(cat)
+	s.sessions.setCatalog(cat)
 	if s.opts.OnCatalog != nil {
 		s.opts.OnCatalog(s.name, cat)
 	}
