@@ -197,8 +197,7 @@ func forSession[P any](sess *session, params *P, meta func(*P) *mcp.Meta) *P {
 // caller) before anything is sent: the upstream may ask that client
 // something (roots) the moment the request arrives.
 func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable bool, fn func(context.Context, *session) error) error {
-	s.calls.Add(1)
-	defer s.calls.Add(-1)
+	defer s.calls.begin()()
 	_, _, release := s.track(ctx, d, nil)
 	defer release()
 	if d != nil {

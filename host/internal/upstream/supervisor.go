@@ -193,17 +193,8 @@ type Supervisor struct {
 	rootsMu sync.Mutex
 	roots   map[string]*mcp.Root
 
-	// flightMu guards the in-flight downstream calls (downstream.go).
-	flightMu  sync.Mutex
-	flightSeq uint64               // guarded by flightMu
-	flights   map[uint64]*inflight // guarded by flightMu
-	byToken   map[string]*inflight // guarded by flightMu
-	// requestsToClients counts the upstream's requests to downstream
-	// clients (sampling, elicitation, roots) being handled, for
-	// max_pending_requests (downstream.go).
-	requestsToClients atomic.Int64
-	maxPending        int64         // max_pending_requests
-	declinedRequests  atomic.Uint64 // requests declined for max_pending_requests
+	// calls is the record of the operations in flight (inflight.go).
+	calls *calls
 	// relayed is set once a link relays progress and log notifications
 	// itself; the SDK's handlers then leave them alone.
 	relayed atomic.Bool
@@ -220,8 +211,6 @@ type Supervisor struct {
 	// stopReason says why the supervisor stopped, for the errors of calls
 	// that meet it stopping ("host shutting down", "restarted by reload").
 	stopReason atomic.Pointer[string]
-	// calls counts the operations in flight through do(), for Drain.
-	calls atomic.Int64
 }
 
 // New returns a Supervisor for srv. Call Start to begin connecting.
@@ -247,10 +236,7 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		healthy: make(chan struct{}, 1),
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
-		flights: map[uint64]*inflight{},
-		byToken: map[string]*inflight{},
-
-		maxPending: int64(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
+		calls:   newCalls(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
 	}
 	s.budget = newBudget(srv, opts.BackoffBase, opts.Now, s.logger)
 	if obs := opts.Observer; obs != nil {
@@ -371,18 +357,7 @@ func errString(err error) string {
 // Drain waits until no operation is in flight through the supervisor, or
 // ctx ends. New operations may still start: callers stop routing to it
 // first (a reload swaps in its replacement before draining the old one).
-func (s *Supervisor) Drain(ctx context.Context) error {
-	t := time.NewTicker(drainPoll)
-	defer t.Stop()
-	for s.calls.Load() > 0 {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
+func (s *Supervisor) Drain(ctx context.Context) error { return s.calls.drain(ctx) }
 
 // stopped is the reason the supervisor stopped.
 func (s *Supervisor) stopped() string {
