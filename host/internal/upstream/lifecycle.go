@@ -230,15 +230,6 @@ func (s *Supervisor) run() {
 	}
 }
 
-func (s *Supervisor) isStopping() bool {
-	select {
-	case <-s.stopCh:
-		return true
-	default:
-		return false
-	}
-}
-
 // sleep waits d, cut short by a revive signal. It returns false on stop.
 func (s *Supervisor) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)

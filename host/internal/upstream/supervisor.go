@@ -199,18 +199,9 @@ type Supervisor struct {
 	// itself; the SDK's handlers then leave them alone.
 	relayed atomic.Bool
 
-	// The channels below are set in New and never replaced (no lock):
-	// callers signal the run loop through them.
-	wake     chan struct{} // a caller reported a failed generation
-	revive   chan struct{} // leave park / skip backoff now
-	relist   chan struct{} // the upstream said a list changed
-	healthy  chan struct{} // a call succeeded: the session is proven
-	stopCh   chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
-	// stopReason says why the supervisor stopped, for the errors of calls
-	// that meet it stopping ("host shutting down", "restarted by reload").
-	stopReason atomic.Pointer[string]
+	// inbox is how callers signal the run loop (inbox.go); embedded, so
+	// the run loop reads s.wake, s.revive, s.stopCh as it always has.
+	inbox
 }
 
 // New returns a Supervisor for srv. Call Start to begin connecting.
@@ -225,18 +216,13 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		opts.ClientInfo = &mcp.Implementation{Name: "mcpvisor", Version: "dev"}
 	}
 	s := &Supervisor{
-		name:    srv.Name,
-		cfg:     *srv,
-		logger:  opts.Logger.Named("upstream").With("server", srv.Name),
-		opts:    opts,
-		life:    newLifecycle(),
-		wake:    make(chan struct{}, 1),
-		revive:  make(chan struct{}, 1),
-		relist:  make(chan struct{}, 1),
-		healthy: make(chan struct{}, 1),
-		stopCh:  make(chan struct{}),
-		done:    make(chan struct{}),
-		calls:   newCalls(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
+		name:   srv.Name,
+		cfg:    *srv,
+		logger: opts.Logger.Named("upstream").With("server", srv.Name),
+		opts:   opts,
+		life:   newLifecycle(),
+		inbox:  newInbox(),
+		calls:  newCalls(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
 	}
 	s.budget = newBudget(srv, opts.BackoffBase, opts.Now, s.logger)
 	if obs := opts.Observer; obs != nil {
@@ -286,10 +272,7 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 
 // StopFor is Stop with the reason calls that meet the stop are told.
 func (s *Supervisor) StopFor(ctx context.Context, reason string) error {
-	s.stopOnce.Do(func() {
-		s.stopReason.Store(&reason)
-		close(s.stopCh)
-	})
+	s.stop(reason)
 	select {
 	case <-s.done:
 		return nil
@@ -333,13 +316,6 @@ func (s *Supervisor) Status() Status {
 // successful connect and while parked).
 func (s *Supervisor) Catalog() *registry.Catalog { return s.sessions.catalog.Load() }
 
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
 func (s *Supervisor) publishCatalog(cat *registry.Catalog) {
 	s.sessions.setCatalog(cat)
 	if s.opts.OnCatalog != nil {
@@ -358,11 +334,3 @@ func errString(err error) string {
 // ctx ends. New operations may still start: callers stop routing to it
 // first (a reload swaps in its replacement before draining the old one).
 func (s *Supervisor) Drain(ctx context.Context) error { return s.calls.drain(ctx) }
-
-// stopped is the reason the supervisor stopped.
-func (s *Supervisor) stopped() string {
-	if r := s.stopReason.Load(); r != nil {
-		return *r
-	}
-	return "stopped"
-}
