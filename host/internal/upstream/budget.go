@@ -114,6 +114,28 @@ func (b *budget) remoteProbeDue() bool {
 	return now-last >= int64(remoteProbeEvery) && b.lastRemoteProbe.CompareAndSwap(last, now)
 }
 
+// probeRemote makes a remote server that is parked, or waiting out a
+// reconnect backoff until next, try now, if an early probe is due
+// (remoteProbeDue), by signalling revive. It reports whether it did.
+func (b *budget) probeRemote(state State, next time.Time, revive chan struct{}) bool {
+	switch {
+	case state == StateParked:
+		if !b.remoteProbeDue() {
+			return false
+		}
+		b.earlyRevive.Store(true)
+	case state == StateReconnecting && time.Until(next) > 0:
+		if !b.remoteProbeDue() {
+			return false
+		}
+		b.earlyRetry.Store(true)
+	default:
+		return false
+	}
+	signal(revive)
+	return true
+}
+
 // strikeSession is strike for a failure of the session itself (its process
 // died, its connection broke): one strike per session however many calls
 // were in flight on it, so one crash never opens the breaker by itself.

@@ -48,9 +48,7 @@ func (s *Supervisor) stoppedError() error { return s.stoppedOp("") }
 
 // stoppedOp is what an operation op that meets the supervisor stopped is
 // told.
-func (s *Supervisor) stoppedOp(op string) error {
-	return &recovery.Error{Server: s.name, Op: op, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
-}
+func (s *Supervisor) stoppedOp(op string) error { return s.exec.stoppedOp(op) }
 
 // answer tells waiters an attempt's outcome.
 func answer(waiters []chan error, err error) {
@@ -350,13 +348,20 @@ func (s *Supervisor) missingEnvError() error {
 }
 
 // configAction is what a person must do for a needs_config server to run.
-func (s *Supervisor) configAction() string {
-	return fmt.Sprintf("set %s in mcpvisor's environment and restart mcpvisor (or give env() a default)", strings.Join(s.cfg.MissingEnv, ", "))
-}
+func (s *Supervisor) configAction() string { return configActionFor(s.cfg.MissingEnv) }
 
 // loginAction is what a person must run for the server to come back.
-func (s *Supervisor) loginAction() string {
-	return fmt.Sprintf("run `mcpvisor login %s`", s.name)
+func (s *Supervisor) loginAction() string { return loginActionFor(s.name) }
+
+// configActionFor is what a person must do for a server whose block reads
+// the unset environment variables missing to run.
+func configActionFor(missing []string) string {
+	return fmt.Sprintf("set %s in mcpvisor's environment and restart mcpvisor (or give env() a default)", strings.Join(missing, ", "))
+}
+
+// loginActionFor is what a person must run for server to come back.
+func loginActionFor(server string) string {
+	return fmt.Sprintf("run `mcpvisor login %s`", server)
 }
 
 // WaitSettled waits until the supervisor has left the starting state (it is
@@ -375,32 +380,10 @@ func (s *Supervisor) WaitSettled(ctx context.Context) error {
 func (s *Supervisor) Nudge() {
 	v := s.life.view()
 	state, next := v.state, v.next
-	if s.probeRemote(state, next) {
+	if s.budget.probeRemote(state, next, s.revive) {
 		return
 	}
 	if state == StateParked && s.budget.breaker.CooldownPassed() {
 		signal(s.revive)
 	}
-}
-
-// probeRemote makes a remote server that is parked, or waiting out a
-// reconnect backoff until next, try now, if an early probe is due
-// (remoteProbeDue). It reports whether it did.
-func (s *Supervisor) probeRemote(state State, next time.Time) bool {
-	switch {
-	case state == StateParked:
-		if !s.budget.remoteProbeDue() {
-			return false
-		}
-		s.budget.earlyRevive.Store(true)
-	case state == StateReconnecting && time.Until(next) > 0:
-		if !s.budget.remoteProbeDue() {
-			return false
-		}
-		s.budget.earlyRetry.Store(true)
-	default:
-		return false
-	}
-	signal(s.revive)
-	return true
 }

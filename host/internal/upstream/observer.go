@@ -216,7 +216,7 @@ func (c *Call) wrap(s *Supervisor, fn func(context.Context, *session) error) fun
 		a := Attempt{Generation: sess.gen, Start: time.Now()}
 		err := fn(ctx, sess)
 		a.End = time.Now()
-		a.Class = s.classify(ctx, sess, err)
+		a.Class = classify(ctx, sess, err)
 		c.Attempts = append(c.Attempts, a)
 		return err
 	}

@@ -199,6 +199,9 @@ type Supervisor struct {
 	// itself; the SDK's handlers then leave them alone.
 	relayed atomic.Bool
 
+	// exec runs every operation through the recovery path (exec.go).
+	exec *executor
+
 	// inbox is how callers signal the run loop (inbox.go); embedded, so
 	// the run loop reads s.wake, s.revive, s.stopCh as it always has.
 	inbox
@@ -225,6 +228,8 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		calls:  newCalls(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
 	}
 	s.budget = newBudget(srv, opts.BackoffBase, opts.Now, s.logger)
+	s.exec = &executor{name: s.name, cfg: &s.cfg, logger: s.logger, budget: s.budget,
+		sessions: &s.sessions, life: s.life, calls: s.calls, in: &s.inbox}
 	if obs := opts.Observer; obs != nil {
 		s.budget.breaker.OnChange(func(from, to BreakerState) { obs.BreakerChanged(s.name, from, to) })
 	}
