@@ -56,11 +56,10 @@ func (e *executor) stoppedOp(op string) error {
 }
 
 // do runs one upstream operation through the recovery path (docs/design.md §6):
-// breaker gate, a ready session, the operation, then by error class:
-// canceled → return; auth and session gone → new session, retry once;
-// process died → new session, retry only when replayable; timeout and
-// transport → breaker strike; application → pass through unchanged. The
-// call is tracked for its downstream client d (nil: none, or tracked by the
+// breaker gate, a ready session, the operation, then what its outcome
+// means (recovery.Decide: answered, canceled, strike, reconnect, retry
+// once on a new session), carried out, and the caller's error. The call is
+// tracked for its downstream client d (nil: none, or tracked by the
 // caller) before anything is sent: the upstream may ask that client
 // something (roots) the moment the request arrives.
 func (e *executor) do(ctx context.Context, d Downstream, op string, replayable bool, fn func(context.Context, *session) error) error {

@@ -5,14 +5,29 @@
 package upstream
 
 /*
-Design note: the files, by job (docs/design.md §4).
+Design note: the types, by job (docs/design.md §4).
 
-supervisor.go holds the Supervisor and its fields (the lock guarding each
-is named beside it), construction, Start/Stop and Status; lifecycle.go the
-state machine below (the run loop); session.go one generation's session
-(connect, monitor, serve, close); breaker.go the breaker; call.go and
-forward.go call execution; downstream.go, inputrequests.go and bridge.go
-what an upstream sends during a call.
+The Supervisor is a small manager, the way Nomad splits a manager from its
+instances: it composes one part per job, each a type in its own file with
+its lock story in a comment there, and runs the run loop that ties them
+together.
+
+  - lifecycle (state.go): the state machine's record; transition is the one
+    place a state changes, and the run loop (lifecycle.go) its only writer.
+  - budget (budget.go): the breaker (breaker.go), the reconnect backoff,
+    the parked waits and the early probes of a remote server.
+  - sessions (session.go): what the run loop publishes of its sessions
+    (the ready one, the catalog); connect, monitor, serve and closeSession
+    there are the run loop's steps for one generation.
+  - calls (inflight.go): the operations in flight (Drain), the table what
+    an upstream sends back is routed by (downstream.go, inputrequests.go,
+    bridge.go), and the max_pending_requests count.
+  - executor (exec.go): do, the one path every operation (call.go,
+    forward.go) runs through; what a failure means is recovery.Decide's.
+  - inbox (inbox.go): the channels callers signal the run loop through.
+
+Locks are leaves: no part holds its lock while taking another's, and none
+is held across I/O.
 
 Design note: the state machine.
 
