@@ -4,14 +4,16 @@ package upstream
 Design note: the lifecycle loop (docs/design.md §4).
 
 This file is the supervisor's state machine: the run loop, which alone
-changes State (setState), its backoff and parking, needs_login and
-needs_config, the outcome waiters of Start and Revive, and the early
-probes of a down remote server. The state diagram and the rules it keeps
-are in the design note of supervisor.go.
+changes State (setState, through lifecycle.transition), its parking,
+needs_login and needs_config, the outcome waiters of Start and Revive, and
+Nudge. What a failed connect attempt means is recovery.Decide's; how long
+to wait is the budget's (budget.go). The state diagram and the rules it
+keeps are in the design note of supervisor.go.
 
-Locks: the fields it changes (state, since, failures, nextAttempt,
-outcomeWaiters, ...) are guarded by Supervisor.mu; the early-probe flags
-are atomics. run never holds mu across I/O.
+Locks: what it records is the lifecycle's (state.go: lifecycle.mu, a leaf
+lock, never held across I/O); what it publishes is the sessions' (atomic
+pointers); the early-probe flags are the budget's atomics. Callers reach
+it only through the inbox (inbox.go).
 */
 
 import (
