@@ -46,11 +46,7 @@ func (s *Supervisor) awaitOutcome() <-chan error {
 }
 
 // stoppedError is what a waiter that meets the supervisor stopped is told.
-func (s *Supervisor) stoppedError() error { return s.stoppedOp("") }
-
-// stoppedOp is what an operation op that meets the supervisor stopped is
-// told.
-func (s *Supervisor) stoppedOp(op string) error { return s.exec.stoppedOp(op) }
+func (s *Supervisor) stoppedError() error { return s.exec.stoppedOp("") }
 
 // answer tells waiters an attempt's outcome.
 func answer(waiters []chan error, err error) {
