@@ -30,7 +30,8 @@ func (h *Host) Tools() []Tool {
 
 // CallTool calls an exposed tool (e.g. "echo__echo") with args, which may be
 // nil, a json.RawMessage, or any value that marshals to a JSON object. The
-// call goes through the same supervision and recovery as a gateway call.
+// call takes the same path as a gateway call (operate): the same
+// supervision and recovery, and Serve's shutdown cuts it like one.
 func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
 	e, ok := h.registry.LookupTool(name)
 	if !ok {
