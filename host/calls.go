@@ -32,10 +32,10 @@ func (h *Host) Tools() []Tool {
 
 // CallTool calls an exposed tool (e.g. "echo__echo") with args, which may be
 // nil, a json.RawMessage, or any value that marshals to a JSON object. The
-// call goes through the same supervision and recovery as a gateway call,
-// and the same policies, as the local user (docs/auth.md): a refused call
-// is a *jsonrpc.Error with code recovery.CodeDenied or
-// recovery.CodeRateLimited.
+// call takes the same path as a gateway call (operate): the same
+// supervision and recovery, Serve's shutdown cuts it like one, and the same
+// policies apply, as the local user (docs/auth.md): a refused call is a
+// *jsonrpc.Error with code recovery.CodeDenied or recovery.CodeRateLimited.
 func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallToolResult, error) {
 	e, ok := h.registry.LookupTool(name)
 	if !ok {
@@ -64,15 +64,29 @@ func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 		}
 		raw = b
 	}
-	return h.backendCall(ctx, e.Server, &mcp.CallToolParamsRaw{Name: e.Original, Arguments: raw})
+	p := &mcp.CallToolParamsRaw{Name: e.Original, Arguments: raw}
+	return operate(ctx, h, e.Server, "tools/call", func(ctx context.Context, s *upstream.Supervisor) (*mcp.CallToolResult, error) {
+		return s.CallTool(ctx, nil, p)
+	})
 }
 
-func (h *Host) backendCall(ctx context.Context, server string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+// operate runs one operation (op names it in errors) on the server's
+// supervisor. It is the one path from every entry to a supervisor: the
+// gateway's, HTTP and stdio, dormant tools included (backend, through
+// wireOperate), and the Host's own (Host.CallTool). It looks the
+// supervisor up and lets shutdown cut the call (cuttable, cutError). Its
+// error is a Go error: mcpvisor's own refusals are *recovery.Error values
+// made by the supervisor's recovery path (docs/design.md §6).
+func operate[R any](ctx context.Context, h *Host, server, op string, f func(context.Context, *upstream.Supervisor) (R, error)) (R, error) {
 	s, err := h.sup(server)
 	if err != nil {
-		return nil, err
+		var zero R
+		return zero, err
 	}
-	return s.CallTool(ctx, nil, p)
+	ctx, done := h.cuttable(ctx)
+	defer done()
+	res, err := f(ctx, s)
+	return res, cutError(ctx, server, op, err)
 }
 
 func (h *Host) sup(name string) (*upstream.Supervisor, error) {
@@ -96,78 +110,69 @@ type gatewaySink struct{ g *gateway.Gateway }
 func (s *gatewaySink) Apply(ch registry.Changes) { s.g.Apply(ch) }
 
 // backend adapts the Host to gateway.Backend: route by server name to that
-// server's supervisor. Every operation goes through operate, the one path
-// from the gateway to a supervisor. The gateway's context for a call ends
-// once its answer is written to the client: the upstream response's bytes
-// of a tools/call, resources/read or prompts/get count against
-// max_inflight_bytes until then (transport.HoldResultsFor).
+// server's supervisor. Every operation goes through wireOperate. The
+// gateway's context for a call ends once its answer is written to the
+// client: the upstream response's bytes of a tools/call, resources/read or
+// prompts/get count against max_inflight_bytes until then
+// (transport.HoldResultsFor).
 type backend struct{ h *Host }
 
-// operate runs one downstream operation (op names it in errors) on the
-// server's supervisor: it looks the supervisor up, lets shutdown cut the
-// call (cuttable), and turns the error into what the downstream client
-// gets (wireError), in one place.
-func operate[R any](ctx context.Context, b backend, server, op string, f func(context.Context, *upstream.Supervisor) (R, error)) (R, error) {
-	s, err := b.h.sup(server)
-	if err != nil {
-		var zero R
-		return zero, err
-	}
-	ctx, done := b.h.cuttable(ctx)
-	defer done()
-	res, err := f(ctx, s)
-	return res, wireError(cutError(ctx, server, op, err))
+// wireOperate is operate for the gateway: its error is the one a downstream
+// client gets (wireError).
+func wireOperate[R any](ctx context.Context, b backend, server, op string, f func(context.Context, *upstream.Supervisor) (R, error)) (R, error) {
+	res, err := operate(ctx, b.h, server, op, f)
+	return res, wireError(err)
 }
 
 func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server string, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
-	return operate(transport.HoldResultsFor(ctx), b, server, "tools/call", func(ctx context.Context, s *upstream.Supervisor) (*mcp.CallToolResult, error) {
+	return wireOperate(transport.HoldResultsFor(ctx), b, server, "tools/call", func(ctx context.Context, s *upstream.Supervisor) (*mcp.CallToolResult, error) {
 		return s.CallTool(ctx, d, p)
 	})
 }
 
 func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error) {
-	return operate(transport.HoldResultsFor(ctx), b, server, "tools/call", func(ctx context.Context, s *upstream.Supervisor) (json.RawMessage, error) {
+	return wireOperate(transport.HoldResultsFor(ctx), b, server, "tools/call", func(ctx context.Context, s *upstream.Supervisor) (json.RawMessage, error) {
 		return s.Forward(ctx, d, tool, params)
 	})
 }
 
 func (b backend) ReadResource(ctx context.Context, d upstream.Downstream, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
-	return operate(transport.HoldResultsFor(ctx), b, server, "resources/read", func(ctx context.Context, s *upstream.Supervisor) (*mcp.ReadResourceResult, error) {
+	return wireOperate(transport.HoldResultsFor(ctx), b, server, "resources/read", func(ctx context.Context, s *upstream.Supervisor) (*mcp.ReadResourceResult, error) {
 		return s.ReadResource(ctx, d, p)
 	})
 }
 
 func (b backend) GetPrompt(ctx context.Context, d upstream.Downstream, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
-	return operate(transport.HoldResultsFor(ctx), b, server, "prompts/get", func(ctx context.Context, s *upstream.Supervisor) (*mcp.GetPromptResult, error) {
+	return wireOperate(transport.HoldResultsFor(ctx), b, server, "prompts/get", func(ctx context.Context, s *upstream.Supervisor) (*mcp.GetPromptResult, error) {
 		return s.GetPrompt(ctx, d, p)
 	})
 }
 
 func (b backend) Complete(ctx context.Context, d upstream.Downstream, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
-	return operate(ctx, b, server, "completion/complete", func(ctx context.Context, s *upstream.Supervisor) (*mcp.CompleteResult, error) {
+	return wireOperate(ctx, b, server, "completion/complete", func(ctx context.Context, s *upstream.Supervisor) (*mcp.CompleteResult, error) {
 		return s.Complete(ctx, d, p)
 	})
 }
 
 func (b backend) Subscribe(ctx context.Context, server string, p *mcp.SubscribeParams) error {
-	s, err := b.h.sup(server)
-	if err != nil {
-		return err
-	}
-	return s.Subscribe(ctx, p)
+	_, err := wireOperate(ctx, b, server, "resources/subscribe", func(ctx context.Context, s *upstream.Supervisor) (struct{}, error) {
+		return struct{}{}, s.Subscribe(ctx, p)
+	})
+	return err
 }
 
 func (b backend) Unsubscribe(ctx context.Context, server string, p *mcp.UnsubscribeParams) error {
-	s, err := b.h.sup(server)
-	if err != nil {
-		return err
-	}
-	return s.Unsubscribe(ctx, p)
+	_, err := wireOperate(ctx, b, server, "resources/unsubscribe", func(ctx context.Context, s *upstream.Supervisor) (struct{}, error) {
+		return struct{}{}, s.Unsubscribe(ctx, p)
+	})
+	return err
 }
 
-// wireError is how a downstream client gets an upstream operation's error
-// (recovery.WireError): mcpvisor's own errors carry recovery.CodeUpstream
-// and their kind; a client's cancellation stays what it is.
+// wireError is how a downstream client gets an operation's error, made in
+// one place (recovery.WireError): mcpvisor's own errors carry
+// recovery.CodeUpstream and their kind, an upstream's JSON-RPC error stays
+// what it is, and so does a client's cancellation (the go-sdk answers
+// nothing for a canceled request).
 func wireError(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return err

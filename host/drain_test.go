@@ -26,6 +26,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
 // servingHost starts a host on src and serves it with Serve on a loopback
@@ -171,6 +172,54 @@ func TestDrainCutShort(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Drain ignored its context")
+	}
+}
+
+// A library call (Host.CallTool) takes the same path as a gateway call
+// (operate, docs/design.md §3): when Serve's shutdown cuts the calls still
+// in flight, it is cut too, with the *recovery.Error that says the host is
+// shutting down and its outcome is unknown, instead of running on until
+// the server is stopped.
+func TestServeShutdownCutsLibraryCalls(t *testing.T) {
+	h, base, stop := servingHost(t, fmt.Sprintf("server \"echo\" {\n  command = %q\n}\n", bins["echo"]))
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cs := connectHTTP(t, ctx, base, "2025-11-25")
+
+	// An HTTP call in flight keeps Serve's shutdown waiting, then cut.
+	httpErr := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo__sleep", Arguments: map[string]any{"ms": 60000}})
+		httpErr <- err
+	}()
+	libErr := make(chan error, 1)
+	go func() {
+		res, err := h.CallTool(ctx, "echo__sleep", map[string]any{"ms": 60000})
+		if err == nil {
+			err = fmt.Errorf("answered %+v", res)
+		}
+		libErr <- err
+	}()
+	testutil.Eventually(t, 30*time.Second, "both sleeping calls in flight", func() bool {
+		return value(scrape(t, base), "mcpvisor_calls_in_flight", map[string]string{"server": "echo"}) == 2
+	})
+
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	// The calls sleep for a minute: an answer well before that is the cut.
+	select {
+	case err := <-libErr:
+		var re *recovery.Error
+		if !errors.As(err, &re) || re.Class != recovery.Unavailable || !strings.Contains(err.Error(), "host shutting down") ||
+			!strings.Contains(err.Error(), "outcome is unknown") {
+			t.Errorf("Host.CallTool cut by the shutdown: %v (%T), want a *recovery.Error saying the host is shutting down and the outcome is unknown", err, err)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("Host.CallTool was not cut by Serve's shutdown")
+	}
+	<-stopped
+	if err := <-httpErr; err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("the HTTP call cut by the shutdown: %v, want an error saying the host is shutting down", err)
 	}
 }
 

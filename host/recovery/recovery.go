@@ -1,6 +1,9 @@
 // Package recovery is mcpvisor's error taxonomy: every error an upstream
 // operation can produce is sorted into one Class, and the class alone decides
-// what the supervisor does about it (docs/design.md §6).
+// what the supervisor does about it (docs/design.md §6): Decide says what,
+// for an operation's first try, its retry, or a connect attempt. WireError
+// is the one translation of a Go error into the JSON-RPC error a client
+// gets.
 //
 // Classification is deliberately in one place. Scattered string matching is
 // how clients end up reconnecting on "Tool failed" or never reconnecting on

@@ -29,6 +29,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
 // resultWriter is a connection that can write a response around a result
@@ -162,7 +163,9 @@ func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id json
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return // the client canceled: no response, as the SDK does
 	}
-	resp := &jsonrpc.Response{ID: id, Error: wireError(err)}
+	// The backend's errors are JSON-RPC errors already (the host's
+	// wireError); recovery.WireError is the one translation there is.
+	resp := &jsonrpc.Response{ID: id, Error: recovery.WireError(err)}
 	if werr := c.Connection.Write(context.Background(), resp); werr != nil {
 		c.t.g.logger.Debug("writing a tools/call response failed", "error", werr)
 	}
@@ -240,17 +243,6 @@ func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
 		params = append(p, params[nameAt[1]:]...)
 	}
 	return callTarget{server: e.Server, tool: e.Original, exposed: name, params: params}, true
-}
-
-// wireError is the JSON-RPC error a forwarded call answers err with: an
-// upstream's own JSON-RPC error unchanged, anything else as the SDK server
-// writes a handler's error.
-func wireError(err error) *jsonrpc.Error {
-	var wire *jsonrpc.Error
-	if errors.As(err, &wire) {
-		return wire
-	}
-	return &jsonrpc.Error{Message: err.Error()}
 }
 
 // cancel ends the forwarded call a notifications/cancelled names, if any.

@@ -33,7 +33,6 @@ streamable HTTP they travel on that request's response stream.
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -85,67 +84,6 @@ type inflight struct {
 	upKey string
 }
 
-// track records an in-flight call made with ctx for the downstream client
-// d (nil: none, nothing to record). It returns the progress token to send
-// upstream (tok itself unless another in-flight call uses it; rewritten
-// says so) and a release func.
-func (s *Supervisor) track(ctx context.Context, d Downstream, tok any) (upTok any, rewritten bool, release func()) {
-	if d == nil {
-		return tok, false, func() {}
-	}
-	f := &inflight{d: d, ctx: ctx, token: tok}
-	if s.cfg.Timeout > 0 {
-		f.deadline = time.Now().Add(s.cfg.Timeout)
-	}
-	s.flightMu.Lock()
-	s.flightSeq++
-	id := s.flightSeq
-	upTok = tok
-	if tok != nil {
-		key := tokenKey(tok)
-		if _, taken := s.byToken[key]; taken {
-			upTok = fmt.Sprintf("mcpvisor-%s-%d", s.name, id)
-			rewritten = true
-			key = tokenKey(upTok)
-		}
-		f.upKey = key
-		s.byToken[key] = f
-	}
-	s.flights[id] = f
-	s.flightMu.Unlock()
-	return upTok, rewritten, func() {
-		s.flightMu.Lock()
-		delete(s.flights, id)
-		if f.upKey != "" {
-			delete(s.byToken, f.upKey)
-		}
-		s.flightMu.Unlock()
-	}
-}
-
-// tokenKey normalises a progress token (string or number) for lookup.
-func tokenKey(tok any) string {
-	b, err := json.Marshal(tok)
-	if err != nil {
-		return fmt.Sprint(tok)
-	}
-	return string(b)
-}
-
-// latestFlight returns the most recently started in-flight call, if any.
-func (s *Supervisor) latestFlight() *inflight {
-	s.flightMu.Lock()
-	defer s.flightMu.Unlock()
-	var best uint64
-	var f *inflight
-	for id, fl := range s.flights {
-		if id > best {
-			best, f = id, fl
-		}
-	}
-	return f
-}
-
 // onProgress and onLog are the SDK's handlers. A link that relays these
 // notifications has forwarded them already, in order (connectSession).
 func (s *Supervisor) onProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -155,9 +93,7 @@ func (s *Supervisor) onProgress(ctx context.Context, req *mcp.ProgressNotificati
 }
 
 func (s *Supervisor) forwardProgress(p *mcp.ProgressNotificationParams) {
-	s.flightMu.Lock()
-	f := s.byToken[tokenKey(p.ProgressToken)]
-	s.flightMu.Unlock()
+	f := s.calls.byProgress(p.ProgressToken)
 	if f == nil {
 		s.logger.Debug("progress notification for no in-flight call dropped", "token", p.ProgressToken)
 		s.notified("progress", false)
@@ -179,7 +115,7 @@ func (s *Supervisor) onLog(ctx context.Context, req *mcp.LoggingMessageRequest) 
 }
 
 func (s *Supervisor) forwardLog(p *mcp.LoggingMessageParams) {
-	if f := s.latestFlight(); f != nil {
+	if f := s.calls.latest(); f != nil {
 		err := f.d.Log(f.ctx, p)
 		if err != nil {
 			s.logger.Debug("forwarding log message failed", "error", err)
@@ -224,7 +160,7 @@ func (s *Supervisor) onElicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp
 // serverRequestTimeout when it has none) or when the upstream cancels its
 // request (ctx); done releases it.
 func (s *Supervisor) clientFor(ctx context.Context, method string) (f *inflight, fctx context.Context, done func(), err error) {
-	f = s.latestFlight()
+	f = s.calls.latest()
 	if f == nil {
 		return nil, nil, nil, nil
 	}
@@ -288,11 +224,11 @@ func (s *Supervisor) boundRequestsToClients(next mcp.MethodHandler) mcp.MethodHa
 		if neededCapability(method) == "" {
 			return next(ctx, method, req)
 		}
-		if s.requestsToClients.Add(1) > s.maxPending {
-			s.requestsToClients.Add(-1)
+		if s.calls.requestsToClients.Add(1) > s.calls.maxPending {
+			s.calls.requestsToClients.Add(-1)
 			return nil, s.tooManyPending(method)
 		}
-		defer s.requestsToClients.Add(-1)
+		defer s.calls.requestsToClients.Add(-1)
 		return next(ctx, method, req)
 	}
 }
@@ -300,20 +236,20 @@ func (s *Supervisor) boundRequestsToClients(next mcp.MethodHandler) mcp.MethodHa
 // atPendingCap reports whether a request of the upstream's for method
 // would be declined for max_pending_requests.
 func (s *Supervisor) atPendingCap(method string) bool {
-	return neededCapability(method) != "" && s.requestsToClients.Load() >= s.maxPending
+	return neededCapability(method) != "" && s.calls.requestsToClients.Load() >= s.calls.maxPending
 }
 
 // tooManyPending is the error a request past max_pending_requests gets. The
 // first and every declinedLogEvery-th are logged, not each of a flood.
 func (s *Supervisor) tooManyPending(method string) *jsonrpc.Error {
 	s.opts.LimitHits.Hit(limits.MaxPendingRequests)
-	if n := s.declinedRequests.Add(1); n == 1 || n%declinedLogEvery == 0 {
+	if n := s.calls.declined.Add(1); n == 1 || n%declinedLogEvery == 0 {
 		s.logger.Warn("server's request to a client declined: too many pending",
-			"method", method, "max_pending_requests", s.maxPending, "declined_so_far", n)
+			"method", method, "max_pending_requests", s.calls.maxPending, "declined_so_far", n)
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
 		"%s: server %q already has %d requests waiting on clients, the most mcpvisor allows (max_pending_requests); declined, wait for their answers before asking more",
-		method, s.name, s.maxPending)}
+		method, s.name, s.calls.maxPending)}
 }
 
 func (s *Supervisor) onResourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {

@@ -66,7 +66,7 @@ func (s *Supervisor) Forward(ctx context.Context, d Downstream, tool string, par
 			}
 		}
 	}
-	err := s.do(ctx, d, "tools/call", s.replayable(tool), obs.wrap(s, func(ctx context.Context, sess *session) error {
+	err := s.exec.do(ctx, d, "tools/call", s.sessions.replayable(tool), obs.wrap(s, func(ctx context.Context, sess *session) error {
 		if sess.conn != nil {
 			if ir := sess.cs.InitializeResult(); ir != nil && ir.ProtocolVersion < wire.Stateless {
 				var err error

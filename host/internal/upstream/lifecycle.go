@@ -4,21 +4,21 @@ package upstream
 Design note: the lifecycle loop (docs/design.md §4).
 
 This file is the supervisor's state machine: the run loop, which alone
-changes State (setState), its backoff and parking, needs_login and
-needs_config, the outcome waiters of Start and Revive, and the early
-probes of a down remote server. The state diagram and the rules it keeps
-are in the design note of supervisor.go.
+changes State (setState, through lifecycle.transition), its parking,
+needs_login and needs_config, the outcome waiters of Start and Revive, and
+Nudge. What a failed connect attempt means is recovery.Decide's; how long
+to wait is the budget's (budget.go). The state diagram and the rules it
+keeps are in the design note of supervisor.go.
 
-Locks: the fields it changes (state, since, failures, nextAttempt,
-outcomeWaiters, ...) are guarded by Supervisor.mu; the early-probe flags
-are atomics. run never holds mu across I/O.
+Locks: what it records is the lifecycle's (state.go: lifecycle.mu, a leaf
+lock, never held across I/O); what it publishes is the sessions' (atomic
+pointers); the early-probe flags are the budget's atomics. Callers reach
+it only through the inbox (inbox.go).
 */
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -42,32 +42,11 @@ func (s *Supervisor) Revive() <-chan error {
 // awaitOutcome registers a waiter for the outcome of the next connect
 // attempt.
 func (s *Supervisor) awaitOutcome() <-chan error {
-	ch := make(chan error, 1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.exited {
-		ch <- &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
-		return ch
-	}
-	s.outcomeWaiters = append(s.outcomeWaiters, ch)
-	return ch
+	return s.life.awaitOutcome(s.stoppedError)
 }
 
-// takeWaiters removes and returns the waiters for the next attempt.
-func (s *Supervisor) takeWaiters() []chan error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ws := s.outcomeWaiters
-	s.outcomeWaiters = nil
-	return ws
-}
-
-// waitersPending reports whether someone waits for an attempt to start.
-func (s *Supervisor) waitersPending() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.outcomeWaiters) > 0
-}
+// stoppedError is what a waiter that meets the supervisor stopped is told.
+func (s *Supervisor) stoppedError() error { return s.exec.stoppedOp("") }
 
 // answer tells waiters an attempt's outcome.
 func answer(waiters []chan error, err error) {
@@ -89,18 +68,10 @@ func (s *Supervisor) attemptFailed(err error, state State, next time.Time) error
 	return &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: reason, Err: err, RetryAt: next}
 }
 
-// setState records a transition and wakes everyone waiting on a change.
+// setState records a transition (lifecycle.transition, the one place a
+// state changes) and tells the observer and OnStatus.
 func (s *Supervisor) setState(st State, next time.Time) {
-	s.mu.Lock()
-	from := s.state
-	if s.state != st {
-		s.since = time.Now()
-	}
-	s.state = st
-	s.nextAttempt = next
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
+	from := s.life.transition(st, next)
 	if s.opts.Observer != nil && from != st {
 		s.opts.Observer.StateChanged(s.name, from, st)
 	}
@@ -117,12 +88,10 @@ func (s *Supervisor) run() {
 	defer func() {
 		s.publishCatalog(nil)
 		s.setState(StateStopped, time.Time{})
-		s.mu.Lock()
-		s.exited = true
-		s.mu.Unlock()
-		stopped := &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: s.stopped(), Err: ErrStopped}
+		s.life.exit()
+		stopped := s.stoppedError()
 		answer(waiters, stopped)
-		answer(s.takeWaiters(), stopped)
+		answer(s.life.takeWaiters(), stopped)
 	}()
 
 	if len(s.cfg.MissingEnv) > 0 {
@@ -145,7 +114,7 @@ func (s *Supervisor) run() {
 	retriedEarly := false
 	var scheduled time.Time
 	for attempt := 0; ; attempt++ {
-		waiters = append(waiters, s.takeWaiters()...)
+		waiters = append(waiters, s.life.takeWaiters()...)
 		sess, err := s.connect()
 		if s.opts.Observer != nil && !(err != nil && s.isStopping()) {
 			var gen uint64
@@ -159,10 +128,9 @@ func (s *Supervisor) run() {
 			if s.isStopping() {
 				return
 			}
-			// A connect refused for want of a scope cannot succeed until a
-			// login grants it, like one without valid tokens.
-			if errors.Is(err, recovery.ErrNeedsLogin) || errors.Is(err, recovery.ErrInsufficientScope) {
-				s.recordError(err)
+			dec := recovery.Decide(recovery.Failure{Stage: recovery.Connect, Err: err})
+			if dec.Next == recovery.AwaitLogin {
+				s.life.recordError(err)
 				if !s.awaitLogin(func() {
 					answer(waiters, s.attemptFailed(err, StateNeedsLogin, time.Time{}))
 					waiters = nil
@@ -170,10 +138,10 @@ func (s *Supervisor) run() {
 					return
 				}
 				failures = 0
-				s.setFailures(0)
+				s.life.setFailures(0)
 				continue
 			}
-			s.recordError(err)
+			s.life.recordError(err)
 			if retriedEarly {
 				s.logger.Debug("connect made by a call during the backoff failed", "error", recovery.Redact(err.Error()))
 			} else {
@@ -181,17 +149,15 @@ func (s *Supervisor) run() {
 				s.logger.Warn("connect failed", "attempt", failures, "error", recovery.Redact(err.Error()))
 			}
 			// Only what no retry can change (a missing or non-executable
-			// command) parks at once. A process that exits before
-			// initialize, even the same way every time, may be waiting
-			// for something that is ready a moment later (a database, a
-			// socket, a file): it follows the backoff and the budget.
-			permanent = errors.Is(err, recovery.ErrCannotStart)
+			// command) parks at once; anything else follows the backoff
+			// and the budget (recovery.Decide).
+			permanent = dec.Next == recovery.Park
 		} else {
 			probing = false
 			answer(waiters, nil)
 			waiters = nil
 			healthy, deathErr := s.serve(sess, &failures)
-			s.cur.Store(nil)
+			s.sessions.publish(nil)
 			if !s.isStopping() {
 				// Visible at once, even while a stubborn process is still
 				// being stopped.
@@ -208,20 +174,20 @@ func (s *Supervisor) run() {
 				failures++
 			}
 			if deathErr != nil {
-				s.recordError(deathErr)
+				s.life.recordError(deathErr)
 				s.logger.Warn("server connection lost", "generation", sess.gen, "error", recovery.Redact(deathErr.Error()))
 			}
 		}
-		s.setFailures(failures)
+		s.life.setFailures(failures)
 
 		if permanent && !probing {
 			s.logger.Error("server cannot start as configured (its command is missing or not executable); parking it now rather than spending its max_retries", "error", recovery.Redact(err.Error()))
 		}
-		if failures > s.cfg.Reconnect.MaxRetries || (probing && err != nil) || permanent {
+		if s.budget.spent(failures) || (probing && err != nil) || permanent {
 			if !(probing && early) {
 				parks++
 			}
-			if !s.park(s.parkedDelay(parks), func(next time.Time) {
+			if !s.park(s.budget.parkedDelay(parks), func(next time.Time) {
 				if err != nil {
 					answer(waiters, s.attemptFailed(err, StateParked, next))
 					waiters = nil
@@ -229,19 +195,19 @@ func (s *Supervisor) run() {
 			}) {
 				return
 			}
-			early = s.earlyRevive.Swap(false)
+			early = s.budget.earlyRevive.Swap(false)
 			failures, probing = 0, true
-			s.setFailures(0)
+			s.life.setFailures(0)
 			continue
 		}
-		delay := s.backoff(failures)
+		delay := s.budget.backoff(failures)
 		next := time.Now().Add(delay)
 		if retriedEarly && err != nil && time.Now().Before(scheduled) {
 			// The server's own attempt is still due when it was.
 			delay, next = time.Until(scheduled), scheduled
 		}
 		scheduled = next
-		s.earlyRetry.Store(false)
+		s.budget.earlyRetry.Store(false)
 		s.setState(StateReconnecting, next)
 		if err != nil {
 			answer(waiters, s.attemptFailed(err, StateReconnecting, next))
@@ -255,50 +221,9 @@ func (s *Supervisor) run() {
 			if !s.sleep(delay) {
 				return
 			}
-			retriedEarly = s.earlyRetry.Swap(false) && time.Now().Before(scheduled)
+			retriedEarly = s.budget.earlyRetry.Swap(false) && time.Now().Before(scheduled)
 		}
 	}
-}
-
-// parkedDelay is how long the n-th consecutive park (n ≥ 1) waits before
-// the server tries again by itself: the breaker's cooldown, doubling with
-// each park, up to parked_retry. A short outage then heals within about a
-// cooldown; a server that stays down is tried less and less often.
-func (s *Supervisor) parkedDelay(n int) time.Duration {
-	d, max := s.cfg.Breaker.Cooldown, s.cfg.Reconnect.ParkedRetry
-	if d <= 0 || d > max {
-		return max
-	}
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
-}
-
-func (s *Supervisor) isStopping() bool {
-	select {
-	case <-s.stopCh:
-		return true
-	default:
-		return false
-	}
-}
-
-// backoff is the delay before retry number n (n ≥ 1 consecutive failures):
-// immediate first, then base doubling, capped, with ±20% jitter.
-func (s *Supervisor) backoff(n int) time.Duration {
-	if n <= 1 {
-		return 0
-	}
-	d := s.opts.BackoffBase
-	for i := 2; i < n && d < s.cfg.Reconnect.MaxBackoff; i++ {
-		d *= 2
-	}
-	if max := s.cfg.Reconnect.MaxBackoff; max > 0 && d > max {
-		d = max
-	}
-	j := 1 + backoffJitter*(2*rand.Float64()-1)
-	return time.Duration(float64(d) * j)
 }
 
 // sleep waits d, cut short by a revive signal. It returns false on stop.
@@ -327,18 +252,16 @@ func (s *Supervisor) park(delay time.Duration, parked func(next time.Time)) bool
 	case <-s.revive:
 	default:
 	}
-	s.earlyRevive.Store(false)
+	s.budget.earlyRevive.Store(false)
 	s.publishCatalog(nil)
-	s.breaker.Trip()
+	s.budget.breaker.Trip()
 	next := time.Now().Add(delay)
 	s.setState(StateParked, next)
-	s.mu.Lock()
-	lastErr := s.lastErr
-	s.mu.Unlock()
+	lastErr := s.life.lastError()
 	s.logger.Error("server parked", "max_retries", s.cfg.Reconnect.MaxRetries,
 		"next_attempt_in", delay, "last_error", errString(lastErr))
 	parked(next)
-	if s.waitersPending() {
+	if s.life.waitersPending() {
 		// A Revive came while the attempt that parked the server was
 		// running: it asked for an attempt after that one.
 		s.logger.Info("reviving parked server")
@@ -364,16 +287,14 @@ func (s *Supervisor) awaitLogin(shown func()) bool {
 	s.publishCatalog(nil)
 	s.setState(StateNeedsLogin, time.Time{})
 	shown()
-	s.mu.Lock()
-	lastErr := s.lastErr
-	s.mu.Unlock()
+	lastErr := s.life.lastError()
 	s.logger.Error("server needs a login; its tools are withdrawn until then", "action", s.loginAction(), "error", errString(lastErr))
 	waiter, _ := s.opts.Dialer.(transport.LoginWaiter)
 	select {
 	case <-s.revive:
 	default:
 	}
-	if s.waitersPending() {
+	if s.life.waitersPending() {
 		// A Revive came while the attempt was running: try once more.
 		return true
 	}
@@ -401,12 +322,12 @@ func (s *Supervisor) awaitLogin(shown func()) bool {
 // A Revive is told at once why nothing was tried.
 func (s *Supervisor) holdForConfig() {
 	err := s.missingEnvError()
-	s.recordError(err)
+	s.life.recordError(err)
 	s.setState(StateNeedsConfig, time.Time{})
 	s.logger.Error("server not started: its block reads environment variables that are not set", "action", s.configAction(), "missing", strings.Join(s.cfg.MissingEnv, ","))
 	held := &recovery.Error{Server: s.name, Class: recovery.Unavailable, Reason: "not started: " + s.configAction(), Err: err}
 	for {
-		answer(s.takeWaiters(), held)
+		answer(s.life.takeWaiters(), held)
 		select {
 		case <-s.stopCh:
 			return
@@ -425,44 +346,26 @@ func (s *Supervisor) missingEnvError() error {
 }
 
 // configAction is what a person must do for a needs_config server to run.
-func (s *Supervisor) configAction() string {
-	return fmt.Sprintf("set %s in mcpvisor's environment and restart mcpvisor (or give env() a default)", strings.Join(s.cfg.MissingEnv, ", "))
-}
+func (s *Supervisor) configAction() string { return configActionFor(s.cfg.MissingEnv) }
 
 // loginAction is what a person must run for the server to come back.
-func (s *Supervisor) loginAction() string {
-	return fmt.Sprintf("run `mcpvisor login %s`", s.name)
+func (s *Supervisor) loginAction() string { return loginActionFor(s.name) }
+
+// configActionFor is what a person must do for a server whose block reads
+// the unset environment variables missing to run.
+func configActionFor(missing []string) string {
+	return fmt.Sprintf("set %s in mcpvisor's environment and restart mcpvisor (or give env() a default)", strings.Join(missing, ", "))
+}
+
+// loginActionFor is what a person must run for server to come back.
+func loginActionFor(server string) string {
+	return fmt.Sprintf("run `mcpvisor login %s`", server)
 }
 
 // WaitSettled waits until the supervisor has left the starting state (it is
 // ready, reconnecting, parked or stopped) or ctx ends.
 func (s *Supervisor) WaitSettled(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		st, changed := s.state, s.changed
-		s.mu.Unlock()
-		if st != StateStarting {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// remoteProbeDue reports whether a call may probe this parked server now,
-// before its breaker's cooldown has passed: only a remote (HTTP or SSE)
-// server, and at most once per remoteProbeEvery however many calls
-// arrive.
-func (s *Supervisor) remoteProbeDue() bool {
-	if s.cfg.URL == "" {
-		return false
-	}
-	now := time.Now().UnixNano()
-	last := s.lastRemoteProbe.Load()
-	return now-last >= int64(remoteProbeEvery) && s.lastRemoteProbe.CompareAndSwap(last, now)
+	return s.life.waitSettled(ctx)
 }
 
 // Nudge asks a parked server whose breaker cooldown has passed to try
@@ -473,35 +376,12 @@ func (s *Supervisor) remoteProbeDue() bool {
 // once per remoteProbeEvery, so a new client sees its tools about as soon
 // as it is back.
 func (s *Supervisor) Nudge() {
-	s.mu.Lock()
-	state, next := s.state, s.nextAttempt
-	s.mu.Unlock()
-	if s.probeRemote(state, next) {
+	v := s.life.view()
+	state, next := v.state, v.next
+	if s.budget.probeRemote(state, next, s.revive) {
 		return
 	}
-	if state == StateParked && s.breaker.CooldownPassed() {
+	if state == StateParked && s.budget.breaker.CooldownPassed() {
 		signal(s.revive)
 	}
-}
-
-// probeRemote makes a remote server that is parked, or waiting out a
-// reconnect backoff until next, try now, if an early probe is due
-// (remoteProbeDue). It reports whether it did.
-func (s *Supervisor) probeRemote(state State, next time.Time) bool {
-	switch {
-	case state == StateParked:
-		if !s.remoteProbeDue() {
-			return false
-		}
-		s.earlyRevive.Store(true)
-	case state == StateReconnecting && time.Until(next) > 0:
-		if !s.remoteProbeDue() {
-			return false
-		}
-		s.earlyRetry.Store(true)
-	default:
-		return false
-	}
-	signal(s.revive)
-	return true
 }

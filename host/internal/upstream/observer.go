@@ -167,7 +167,7 @@ func (s *Supervisor) newCall(d Downstream, method, name string, args []byte) *Ca
 		return nil
 	}
 	c := &Call{Server: s.name, Method: method, Name: name, Downstream: d, Arguments: args, Start: time.Now()}
-	if cur := s.cur.Load(); cur == nil || cur.isDead() {
+	if s.sessions.live() == nil {
 		c.AwaitedSession = true
 	}
 	return c
@@ -216,7 +216,7 @@ func (c *Call) wrap(s *Supervisor, fn func(context.Context, *session) error) fun
 		a := Attempt{Generation: sess.gen, Start: time.Now()}
 		err := fn(ctx, sess)
 		a.End = time.Now()
-		a.Class = s.classify(ctx, sess, err)
+		a.Class = classify(ctx, sess, err)
 		c.Attempts = append(c.Attempts, a)
 		return err
 	}
@@ -272,9 +272,7 @@ func (s *Supervisor) outcome(c *Call, err error, toolError bool) Outcome {
 		}
 		return OutcomeTransportError
 	case recovery.Unavailable:
-		s.mu.Lock()
-		parked := s.state == StateParked
-		s.mu.Unlock()
+		parked := s.life.view().state == StateParked
 		if parked {
 			return OutcomeParked
 		}

@@ -7,9 +7,15 @@ A session is one live connection, one generation of the server: connect
 dials the link and runs the MCP handshake, monitor watches it die, serve
 keeps it (listing the catalog again when the upstream says a list
 changed) until it fails, and closeSession tears it down. The ready
-session is published in Supervisor.cur (an atomic pointer), so the call
+session is published in sessions.cur (an atomic pointer), so the call
 path reads it without a lock; a session's own fields are set before it is
 published and never change after.
+
+Lock story: sessions has no lock. Its fields are atomic pointers that only
+the run loop writes (connect publishes a session and its catalog, run
+withdraws them when the session ends, park and awaitLogin withdraw the
+catalog); calls and Status read them lock-free. The generation a session
+gets is numbered by the lifecycle (newGeneration).
 */
 
 import (
@@ -22,10 +28,67 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
+
+// sessions is what the run loop publishes of its sessions for everyone
+// else: the ready session and the last listed catalog (see the design note
+// above for its lock story).
+type sessions struct {
+	cur atomic.Pointer[session] // the ready session, nil when none
+	// catalog is the last listed catalog; nil while none is published.
+	catalog atomic.Pointer[registry.Catalog]
+	// readOnly holds the names of tools that declared readOnlyHint, from
+	// the catalog; read lock-free on the call path.
+	readOnly atomic.Pointer[map[string]bool]
+}
+
+// ready returns the published session, nil when none.
+func (ss *sessions) ready() *session { return ss.cur.Load() }
+
+// live returns the published session if it is still alive, else nil.
+func (ss *sessions) live() *session {
+	if sess := ss.cur.Load(); sess != nil && !sess.isDead() {
+		return sess
+	}
+	return nil
+}
+
+// newer returns the published session if it is alive and newer than gen,
+// else nil.
+func (ss *sessions) newer(gen uint64) *session {
+	if sess := ss.live(); sess != nil && sess.gen > gen {
+		return sess
+	}
+	return nil
+}
+
+// publish makes sess the ready session (nil: none).
+func (ss *sessions) publish(sess *session) { ss.cur.Store(sess) }
+
+// setCatalog publishes cat (nil withdraws it) and the read-only tools in it.
+func (ss *sessions) setCatalog(cat *registry.Catalog) {
+	ro := map[string]bool{}
+	if cat != nil {
+		for _, t := range cat.Tools {
+			if t.Annotations != nil && t.Annotations.ReadOnlyHint {
+				ro[t.Name] = true
+			}
+		}
+	}
+	ss.readOnly.Store(&ro)
+	ss.catalog.Store(cat)
+}
+
+// replayable reports whether tool declared readOnlyHint, which makes it
+// safe to replay after the process died mid-call.
+func (ss *sessions) replayable(tool string) bool {
+	ro := ss.readOnly.Load()
+	return ro != nil && (*ro)[tool]
+}
 
 // session is one live connection: a generation of the server.
 type session struct {
@@ -55,10 +118,7 @@ type session struct {
 // connect makes one attempt: dial, initialize, list. It is bounded by
 // connect_timeout and cut short by stop.
 func (s *Supervisor) connect() (*session, error) {
-	s.mu.Lock()
-	starting := s.gen == 0
-	s.mu.Unlock()
-	if starting {
+	if s.life.generation() == 0 {
 		s.setState(StateStarting, time.Time{})
 	} else {
 		s.setState(StateReconnecting, time.Time{})
@@ -110,10 +170,7 @@ func (s *Supervisor) connect() (*session, error) {
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
 
-	s.mu.Lock()
-	s.gen++
-	gen := s.gen
-	s.mu.Unlock()
+	gen := s.life.newGeneration()
 	sess := &session{gen: gen, cs: cs, link: link, conn: conn, dead: make(chan struct{})}
 	go s.monitor(sess)
 
@@ -130,8 +187,8 @@ func (s *Supervisor) connect() (*session, error) {
 			s.logger.Debug("logging/setLevel on the upstream failed", "error", err)
 		}
 	}
-	s.cur.Store(sess)
-	s.breaker.Reset()
+	s.sessions.publish(sess)
+	s.budget.breaker.Reset()
 	s.publishCatalog(cat)
 	s.setState(StateReady, time.Time{})
 	s.logger.Info("server ready", "generation", gen, "tools", len(cat.Tools),
@@ -204,7 +261,7 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 		if !healthy {
 			healthy = true
 			*failures = 0
-			s.setFailures(0)
+			s.life.setFailures(0)
 		}
 	}
 	for {
@@ -214,9 +271,7 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 		case <-sess.dead:
 			return healthy, sess.err
 		case <-s.wake:
-			s.mu.Lock()
-			failed, why := s.failedGen >= sess.gen, s.failedErr
-			s.mu.Unlock()
+			failed, why := s.life.failed(sess.gen)
 			if !failed {
 				continue
 			}
@@ -246,7 +301,7 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 		case <-s.revive:
 			// Already connected: nothing to revive; whoever asked is told
 			// the server is ready.
-			answer(s.takeWaiters(), nil)
+			answer(s.life.takeWaiters(), nil)
 		}
 	}
 }
@@ -266,7 +321,7 @@ func (s *Supervisor) closeSession(sess *session) {
 // ProtocolVersion is the MCP protocol version negotiated with the upstream
 // on the current session ("" when not connected).
 func (s *Supervisor) ProtocolVersion() string {
-	sess := s.cur.Load()
+	sess := s.sessions.ready()
 	if sess == nil {
 		return ""
 	}

@@ -5,14 +5,29 @@
 package upstream
 
 /*
-Design note: the files, by job (docs/design.md §4).
+Design note: the types, by job (docs/design.md §4).
 
-supervisor.go holds the Supervisor and its fields (the lock guarding each
-is named beside it), construction, Start/Stop and Status; lifecycle.go the
-state machine below (the run loop); session.go one generation's session
-(connect, monitor, serve, close); breaker.go the breaker; call.go and
-forward.go call execution; downstream.go, inputrequests.go and bridge.go
-what an upstream sends during a call.
+The Supervisor is a small manager, the way Nomad splits a manager from its
+instances: it composes one part per job, each a type in its own file with
+its lock story in a comment there, and runs the run loop that ties them
+together.
+
+  - lifecycle (state.go): the state machine's record; transition is the one
+    place a state changes, and the run loop (lifecycle.go) its only writer.
+  - budget (budget.go): the breaker (breaker.go), the reconnect backoff,
+    the parked waits and the early probes of a remote server.
+  - sessions (session.go): what the run loop publishes of its sessions
+    (the ready one, the catalog); connect, monitor, serve and closeSession
+    there are the run loop's steps for one generation.
+  - calls (inflight.go): the operations in flight (Drain), the table what
+    an upstream sends back is routed by (downstream.go, inputrequests.go,
+    bridge.go), and the max_pending_requests count.
+  - executor (exec.go): do, the one path every operation (call.go,
+    forward.go) runs through; what a failure means is recovery.Decide's.
+  - inbox (inbox.go): the channels callers signal the run loop through.
+
+Locks are leaves: no part holds its lock while taking another's, and none
+is held across I/O.
 
 Design note: the state machine.
 
@@ -174,87 +189,37 @@ type Status = status.Server
 
 // Supervisor keeps one upstream server alive.
 type Supervisor struct {
-	name    string
-	cfg     config.Server
-	logger  hclog.Logger
-	opts    Options
-	client  *mcp.Client
-	breaker *Breaker
+	name   string
+	cfg    config.Server
+	logger hclog.Logger
+	opts   Options
+	client *mcp.Client
+	// budget is the breaker and retry policy (budget.go).
+	budget *budget
 
-	cur atomic.Pointer[session] // the ready session, nil when none
+	// sessions is what the run loop publishes: the ready session and the
+	// catalog (session.go).
+	sessions sessions
 
-	// lastRemoteProbe is when a call last probed this parked remote server
-	// early (UnixNano; see remoteProbeDue).
-	lastRemoteProbe atomic.Int64
-	// earlyRevive is set when such an early probe revives the server: its
-	// failure re-parks without lengthening the parked wait, which counts
-	// the server's own attempts, not the calls'.
-	earlyRevive atomic.Bool
-	// earlyRetry is set when a call or a tools/list cuts a remote server's
-	// reconnect backoff short (probeRemote): a failure of that attempt is
-	// not charged to the retry budget, which counts the server's own
-	// attempts, so calls cannot park a server sooner than it would park
-	// by itself.
-	earlyRetry atomic.Bool
-
-	// readOnly holds the names of tools that declared readOnlyHint, from the
-	// last catalog; read lock-free on the call path.
-	readOnly atomic.Pointer[map[string]bool]
-
-	// mu guards the lifecycle fields below, up to exited. Only the run
-	// loop (lifecycle.go) changes state; nobody holds mu across I/O.
-	mu          sync.Mutex
-	state       State             // guarded by mu
-	since       time.Time         // guarded by mu
-	gen         uint64            // guarded by mu
-	failures    int               // guarded by mu: the retry budget spent
-	lastErr     error             // guarded by mu
-	lastErrAt   time.Time         // guarded by mu
-	nextAttempt time.Time         // guarded by mu
-	failedGen   uint64            // guarded by mu: highest generation a caller reported failed
-	failedErr   error             // guarded by mu: what that caller saw
-	changed     chan struct{}     // guarded by mu: closed and replaced on every change
-	catalog     *registry.Catalog // guarded by mu
-	// outcomeWaiters (guarded by mu) wait for the outcome of the next
-	// connect attempt (Start, Revive); the run loop takes them when that
-	// attempt starts. exited (guarded by mu) is set once the run loop has
-	// returned: a waiter registered later is answered at once.
-	outcomeWaiters []chan error
-	exited         bool
-
+	// life is the state machine's record (state.go); the run loop is its
+	// only writer.
+	life *lifecycle
 	// rootsMu guards roots, the roots SetRoots last gave the SDK client.
 	rootsMu sync.Mutex
 	roots   map[string]*mcp.Root
 
-	// flightMu guards the in-flight downstream calls (downstream.go).
-	flightMu  sync.Mutex
-	flightSeq uint64               // guarded by flightMu
-	flights   map[uint64]*inflight // guarded by flightMu
-	byToken   map[string]*inflight // guarded by flightMu
-	// requestsToClients counts the upstream's requests to downstream
-	// clients (sampling, elicitation, roots) being handled, for
-	// max_pending_requests (downstream.go).
-	requestsToClients atomic.Int64
-	maxPending        int64         // max_pending_requests
-	declinedRequests  atomic.Uint64 // requests declined for max_pending_requests
+	// calls is the record of the operations in flight (inflight.go).
+	calls *calls
 	// relayed is set once a link relays progress and log notifications
 	// itself; the SDK's handlers then leave them alone.
 	relayed atomic.Bool
 
-	// The channels below are set in New and never replaced (no lock):
-	// callers signal the run loop through them.
-	wake     chan struct{} // a caller reported a failed generation
-	revive   chan struct{} // leave park / skip backoff now
-	relist   chan struct{} // the upstream said a list changed
-	healthy  chan struct{} // a call succeeded: the session is proven
-	stopCh   chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
-	// stopReason says why the supervisor stopped, for the errors of calls
-	// that meet it stopping ("host shutting down", "restarted by reload").
-	stopReason atomic.Pointer[string]
-	// calls counts the operations in flight through do(), for Drain.
-	calls atomic.Int64
+	// exec runs every operation through the recovery path (exec.go).
+	exec *executor
+
+	// inbox is how callers signal the run loop (inbox.go); embedded, so
+	// the run loop reads s.wake, s.revive, s.stopCh as it always has.
+	inbox
 }
 
 // New returns a Supervisor for srv. Call Start to begin connecting.
@@ -269,27 +234,19 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		opts.ClientInfo = &mcp.Implementation{Name: "mcpvisor", Version: "dev"}
 	}
 	s := &Supervisor{
-		name:    srv.Name,
-		cfg:     *srv,
-		logger:  opts.Logger.Named("upstream").With("server", srv.Name),
-		opts:    opts,
-		breaker: NewBreaker(srv.Breaker.Threshold, srv.Breaker.Cooldown, opts.Now),
-		state:   StateStarting,
-		since:   time.Now(),
-		changed: make(chan struct{}),
-		wake:    make(chan struct{}, 1),
-		revive:  make(chan struct{}, 1),
-		relist:  make(chan struct{}, 1),
-		healthy: make(chan struct{}, 1),
-		stopCh:  make(chan struct{}),
-		done:    make(chan struct{}),
-		flights: map[uint64]*inflight{},
-		byToken: map[string]*inflight{},
-
-		maxPending: int64(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
+		name:   srv.Name,
+		cfg:    *srv,
+		logger: opts.Logger.Named("upstream").With("server", srv.Name),
+		opts:   opts,
+		life:   newLifecycle(),
+		inbox:  newInbox(),
+		calls:  newCalls(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
 	}
+	s.budget = newBudget(srv, opts.BackoffBase, opts.Now, s.logger)
+	s.exec = &executor{name: s.name, cfg: &s.cfg, logger: s.logger, budget: s.budget,
+		sessions: &s.sessions, life: s.life, calls: s.calls, in: &s.inbox}
 	if obs := opts.Observer; obs != nil {
-		s.breaker.OnChange(func(from, to BreakerState) { obs.BreakerChanged(s.name, from, to) })
+		s.budget.breaker.OnChange(func(from, to BreakerState) { obs.BreakerChanged(s.name, from, to) })
 	}
 	s.client = mcp.NewClient(opts.ClientInfo, &mcp.ClientOptions{
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { signal(s.relist) },
@@ -335,10 +292,7 @@ func (s *Supervisor) Stop(ctx context.Context) error {
 
 // StopFor is Stop with the reason calls that meet the stop are told.
 func (s *Supervisor) StopFor(ctx context.Context, reason string) error {
-	s.stopOnce.Do(func() {
-		s.stopReason.Store(&reason)
-		close(s.stopCh)
-	})
+	s.stop(reason)
 	select {
 	case <-s.done:
 		return nil
@@ -352,35 +306,25 @@ func (s *Supervisor) Done() <-chan struct{} { return s.done }
 
 // Status returns a snapshot of the supervisor's state.
 func (s *Supervisor) Status() Status {
-	s.mu.Lock()
 	st := Status{
-		Name:        s.name,
-		Transport:   string(s.cfg.Transport),
-		State:       s.state,
-		Since:       s.since,
-		Generation:  s.gen,
-		Retries:     max(s.failures-1, 0),
-		MaxRetries:  s.cfg.Reconnect.MaxRetries,
-		NextAttempt: s.nextAttempt,
-		LastErrorAt: s.lastErrAt,
+		Name:       s.name,
+		Transport:  string(s.cfg.Transport),
+		MaxRetries: s.cfg.Reconnect.MaxRetries,
 	}
-	if s.lastErr != nil {
-		st.LastError = recovery.Redact(s.lastErr.Error())
-	}
-	switch s.state {
+	s.life.status(&st)
+	switch st.State {
 	case StateNeedsLogin:
 		st.Action = s.loginAction()
 	case StateNeedsConfig:
 		st.Action = s.configAction()
 	}
-	if c := s.catalog; c != nil {
+	if c := s.sessions.catalog.Load(); c != nil {
 		st.Tools, st.Resources, st.Prompts = len(c.Tools), len(c.Resources)+len(c.Templates), len(c.Prompts)
 		st.CatalogTruncatedReason = strings.Join(c.Truncated, "; ")
 	}
-	s.mu.Unlock()
-	bs, bf, until := s.breaker.Snapshot()
+	bs, bf, until := s.budget.breaker.Snapshot()
 	st.Breaker, st.BreakerFailures, st.BreakerRetryAt = bs.String(), bf, until
-	if cur := s.cur.Load(); cur != nil {
+	if cur := s.sessions.ready(); cur != nil {
 		if p, ok := cur.link.(transport.ProcessLink); ok {
 			st.Pid = p.Pid()
 		}
@@ -390,45 +334,10 @@ func (s *Supervisor) Status() Status {
 
 // Catalog returns the server's last listed catalog (nil before the first
 // successful connect and while parked).
-func (s *Supervisor) Catalog() *registry.Catalog {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.catalog
-}
-
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
-func (s *Supervisor) recordError(err error) {
-	s.mu.Lock()
-	s.lastErr = err
-	s.lastErrAt = time.Now()
-	s.mu.Unlock()
-}
-
-func (s *Supervisor) setFailures(n int) {
-	s.mu.Lock()
-	s.failures = n
-	s.mu.Unlock()
-}
+func (s *Supervisor) Catalog() *registry.Catalog { return s.sessions.catalog.Load() }
 
 func (s *Supervisor) publishCatalog(cat *registry.Catalog) {
-	ro := map[string]bool{}
-	if cat != nil {
-		for _, t := range cat.Tools {
-			if t.Annotations != nil && t.Annotations.ReadOnlyHint {
-				ro[t.Name] = true
-			}
-		}
-	}
-	s.readOnly.Store(&ro)
-	s.mu.Lock()
-	s.catalog = cat
-	s.mu.Unlock()
+	s.sessions.setCatalog(cat)
 	if s.opts.OnCatalog != nil {
 		s.opts.OnCatalog(s.name, cat)
 	}
@@ -444,23 +353,4 @@ func errString(err error) string {
 // Drain waits until no operation is in flight through the supervisor, or
 // ctx ends. New operations may still start: callers stop routing to it
 // first (a reload swaps in its replacement before draining the old one).
-func (s *Supervisor) Drain(ctx context.Context) error {
-	t := time.NewTicker(drainPoll)
-	defer t.Stop()
-	for s.calls.Load() > 0 {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// stopped is the reason the supervisor stopped.
-func (s *Supervisor) stopped() string {
-	if r := s.stopReason.Load(); r != nil {
-		return *r
-	}
-	return "stopped"
-}
+func (s *Supervisor) Drain(ctx context.Context) error { return s.calls.drain(ctx) }

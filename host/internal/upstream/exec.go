@@ -1,0 +1,409 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
+)
+
+/*
+Design note: call execution (docs/design.md §3, §6).
+
+executor runs every operation a supervisor makes for a caller (call.go,
+forward.go) through one path, do: the breaker gate, a usable session
+(waiting for one, or reviving a parked server as the half-open probe),
+the operation, and, when it fails, what recovery.Decide says that failure
+means, carried out (carryOut) and turned into the caller's error
+(callError, the one place an operation's failure becomes a Go error).
+
+Lock story: executor has no lock and no state of its own. It reads the
+parts it shares with the supervisor: the published session (sessions,
+lock-free), the lifecycle's snapshots (lifecycle.mu, a leaf), the breaker
+(Breaker.mu, a leaf) and the calls in flight (calls.mu, a leaf); it never
+holds one lock while taking another. It changes no state: it reports a
+failed generation and signals the run loop (inbox), which decides.
+*/
+
+// ErrStopped is wrapped by errors for operations on a stopped supervisor.
+var ErrStopped = errors.New("server is stopped")
+
+// executor runs a supervisor's operations through the recovery path; see
+// the design note above.
+type executor struct {
+	name     string
+	cfg      *config.Server
+	logger   hclog.Logger
+	budget   *budget
+	sessions *sessions
+	life     *lifecycle
+	calls    *calls
+	in       *inbox
+}
+
+// stoppedOp is what an operation op that meets the supervisor stopped is
+// told ("" for no operation: an outcome waiter).
+func (e *executor) stoppedOp(op string) error {
+	return &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable, Reason: e.in.stopped(), Err: ErrStopped}
+}
+
+// do runs one upstream operation through the recovery path (docs/design.md §6):
+// breaker gate, a ready session, the operation, then what its outcome
+// means (recovery.Decide: answered, canceled, strike, reconnect, retry
+// once on a new session), carried out, and the caller's error. The call is
+// tracked for its downstream client d (nil: none, or tracked by the
+// caller) before anything is sent: the upstream may ask that client
+// something (roots) the moment the request arrives.
+func (e *executor) do(ctx context.Context, d Downstream, op string, replayable bool, fn func(context.Context, *session) error) error {
+	defer e.calls.begin()()
+	_, _, release := e.calls.track(ctx, d, nil, e.cfg.Timeout, e.name)
+	defer release()
+	if d != nil {
+		ctx = withCaller(ctx, d)
+	}
+	if e.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timeout)
+		defer cancel()
+	}
+
+	ok, probe, retryAt := e.budget.breaker.Allow()
+	revive := probe
+	sess := e.sessions.ready()
+	if !ok {
+		// An open breaker fails calls fast while the server keeps failing
+		// them. While the supervisor is already getting a new session,
+		// though, the call waits for it (the new session closes the
+		// breaker) instead of failing (docs/design.md §5). A parked remote
+		// server may be probed early, rate-limited (remoteProbeEvery).
+		state := e.life.view().state
+		live := sess != nil && !sess.isDead()
+		revive = !live && state == StateParked && e.budget.remoteProbeDue()
+		if revive {
+			e.budget.earlyRevive.Store(true)
+		}
+		if !revive && (live || (state != StateStarting && state != StateReconnecting)) {
+			return &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable,
+				Reason: e.openReason(), RetryAt: retryAt}
+		}
+	}
+	if sess == nil || sess.isDead() {
+		var err error
+		if sess, err = e.acquire(ctx, op, revive); err != nil {
+			e.budget.breaker.Release(probe)
+			return err
+		}
+	}
+
+	err := fn(ctx, sess)
+	f := recovery.Failure{Stage: recovery.FirstTry, Class: classify(ctx, sess, err), Replayable: replayable, Stalled: sess.stalled()}
+	dec := recovery.Decide(f)
+	if dec.SessionFailed && e.in.isStopping() {
+		return e.stoppedOp(op)
+	}
+	if dec.ReleaseProbe {
+		e.budget.breaker.Release(probe)
+	}
+	e.carryOut(op, sess, dec, err)
+	if dec.Next != recovery.RetryOnce {
+		return e.callError(op, f, sess, err)
+	}
+
+	next, werr := e.awaitNewer(ctx, sess.gen)
+	if werr != nil {
+		return e.recoveryFailed(op, f.Class, err, werr)
+	}
+	e.logger.Debug("retrying on a new session", "op", op, "class", f.Class, "generation", next.gen)
+	err = fn(ctx, next)
+	f = recovery.Failure{Stage: recovery.Retry, Class: classify(ctx, next, err), Replayable: replayable, Stalled: next.stalled()}
+	e.carryOut(op, next, recovery.Decide(f), err)
+	return e.callError(op, f, next, err)
+}
+
+// carryOut does what a decision tells the breaker, the session and the run
+// loop about an operation's outcome on sess (err: the outcome's error).
+func (e *executor) carryOut(op string, sess *session, dec recovery.Decision, err error) {
+	if dec.Answered {
+		// The upstream answered: it is reachable, and this session is proven.
+		e.budget.breaker.Success()
+		e.proved(sess)
+	}
+	if dec.Strike {
+		e.budget.strike(op)
+	}
+	if dec.DiedInCall {
+		sess.diedInCall.Store(true)
+	}
+	if dec.StrikeSession {
+		e.budget.strikeSession(op, sess)
+	}
+	if dec.Reconnect {
+		if dec.Strike {
+			// A timeout on a process that stopped reading its input: a
+			// request may be half written into its pipe. Replace it.
+			err = fmt.Errorf("the server stopped reading its input: %w", err)
+		}
+		e.reportFailed(sess.gen, err)
+	}
+}
+
+// callError is what the caller of an operation gets for its outcome: the
+// upstream's answer as it is, or a *recovery.Error saying what failed and
+// what happens next. It is the one place where an operation's failure
+// becomes the error its caller sees.
+func (e *executor) callError(op string, f recovery.Failure, sess *session, err error) error {
+	retry := f.Stage == recovery.Retry
+	switch f.Class {
+	case recovery.None, recovery.Application:
+		return unwrapApplication(err)
+	case recovery.Canceled:
+		return err
+	case recovery.InsufficientScope:
+		return e.insufficientScopeError(op, err)
+	case recovery.NeedsLogin:
+		return e.needsLoginError(op, err)
+	case recovery.Timeout:
+		prefix := ""
+		if retry {
+			prefix = "retry: "
+		}
+		return e.timeoutError(op, sess, err, prefix)
+	}
+	switch {
+	case retry && f.Class == recovery.Auth:
+		return &recovery.Error{Server: e.name, Op: op, Class: recovery.Auth, NeedsReauth: true,
+			Reason: "the upstream rejected the credentials again after reconnecting", Err: err}
+	case retry && f.Class == recovery.ProcessDied:
+		return &recovery.Error{Server: e.name, Op: op, Class: f.Class,
+			Reason: "the server exited twice while handling this call (once more when it was replayed); not retried again", Err: err}
+	case retry:
+		return &recovery.Error{Server: e.name, Op: op, Class: f.Class, Reason: "retry on a new session failed too", Err: err}
+	case f.Class == recovery.ProcessDied:
+		return &recovery.Error{Server: e.name, Op: op, Class: f.Class,
+			Reason: "the server process exited while the call was in flight; its outcome is unknown and it was not retried because it may have side effects", Err: err}
+	}
+	return &recovery.Error{Server: e.name, Op: op, Class: f.Class, Reason: "unreachable", Err: err}
+}
+
+// proved tells the supervisor that a call succeeded on sess, once per
+// session: waking it for every call would cost each call a goroutine
+// switch.
+func (e *executor) proved(sess *session) {
+	if sess.proven.CompareAndSwap(false, true) {
+		signal(e.in.healthy)
+	}
+}
+
+// classify adds what only the supervisor knows to recovery.Classify: a
+// broken connection to a process-backed server means the process died.
+func classify(ctx context.Context, sess *session, err error) recovery.Class {
+	c := recovery.Classify(ctx, err)
+	if c == recovery.Transport && sess.processBacked() {
+		return recovery.ProcessDied
+	}
+	return c
+}
+
+// timeoutError is a call's error when its deadline passed: either the
+// server never answered, or it never even read the request (a stopped or
+// stuck process whose input pipe is full; its connection is then closed
+// and the process replaced, since half a request may be in the pipe).
+func (e *executor) timeoutError(op string, sess *session, err error, prefix string) error {
+	reason := fmt.Sprintf("%sno answer within the call timeout (%s)", prefix, e.cfg.Timeout)
+	if errors.Is(err, wire.ErrWriteTimeout) || sess.stalled() {
+		reason = fmt.Sprintf("%sthe server did not read the request within the call timeout (%s): it is stopped or stuck", prefix, e.cfg.Timeout)
+	}
+	return &recovery.Error{Server: e.name, Op: op, Class: recovery.Timeout, Reason: reason}
+}
+
+func (e *executor) openReason() string {
+	if e.life.view().state == StateParked {
+		if e.cfg.URL != "" {
+			return fmt.Sprintf("parked after its retry budget was spent (circuit open); calls try to reach it again at most every %s, and it tries by itself at the next attempt time", remoteProbeEvery)
+		}
+		return "parked after its retry budget was spent (circuit open)"
+	}
+	_, n, _ := e.budget.breaker.Snapshot()
+	return fmt.Sprintf("unreachable (circuit open after %d consecutive failures)", n)
+}
+
+// needsLoginError is a call's error while the server needs a login.
+func (e *executor) needsLoginError(op string, err error) error {
+	reason := "needs a login"
+	if err == nil || !strings.Contains(err.Error(), "mcpvisor login") {
+		reason += " (" + loginActionFor(e.name) + ")"
+	}
+	return &recovery.Error{Server: e.name, Op: op, Class: recovery.NeedsLogin, Reason: reason, Err: err}
+}
+
+// insufficientScopeError is a call's error when the upstream wants more
+// scopes for it than the token carries.
+func (e *executor) insufficientScopeError(op string, err error) error {
+	reason := "needs a login granting more scopes (step-up)"
+	if err == nil || !strings.Contains(err.Error(), "mcpvisor login") {
+		reason += " (" + loginActionFor(e.name) + ")"
+	}
+	return &recovery.Error{Server: e.name, Op: op, Class: recovery.InsufficientScope, Reason: reason, Err: err}
+}
+
+func (e *executor) recoveryFailed(op string, class recovery.Class, orig, wait error) error {
+	re := &recovery.Error{Server: e.name, Op: op, Class: class, Err: orig}
+	var uerr *recovery.Error
+	if errors.As(wait, &uerr) && uerr.Class == recovery.NeedsLogin {
+		return e.needsLoginError(op, uerr.Err)
+	}
+	if errors.As(wait, &uerr) {
+		re.Reason = "no new session to retry on (" + uerr.Reason + ")"
+		re.RetryAt = uerr.RetryAt
+	} else {
+		re.Reason = "no new session to retry on in time"
+	}
+	if class == recovery.Auth {
+		re.NeedsReauth = true
+	}
+	return re
+}
+
+// reportFailed tells the run loop that generation gen is broken. Reports
+// about a generation that has already been replaced are ignored there, so
+// concurrent callers failing on one session cause one reconnect.
+func (e *executor) reportFailed(gen uint64, err error) {
+	e.life.reportFailed(gen, err)
+	signal(e.in.wake)
+}
+
+// acquire returns a live session, waiting for one while the server is
+// starting or reconnecting (bounded by ctx). A parked server fails at once
+// unless probe is set (the breaker's cooldown has passed, or an early probe
+// of a remote server is due); then the call is the half-open probe: it
+// revives the server and waits for the new session within its deadline,
+// never writing into a dead pipe.
+func (e *executor) acquire(ctx context.Context, op string, probe bool) (*session, error) {
+	// revived: this call revived a parked server; leftPark: the server
+	// has left park since, so parked again means the probe failed.
+	// parkedUntil is the next attempt time of the park the call revived:
+	// a park with another one is a new park, even if the call never saw
+	// the server between the two (a remote server refusing connections
+	// fails its attempt within a millisecond).
+	revived, leftPark := false, false
+	var parkedUntil time.Time
+	var probeAgain <-chan time.Time
+	for {
+		if sess := e.sessions.live(); sess != nil {
+			return sess, nil
+		}
+		v := e.life.view()
+		state, changed, next, lastErr := v.state, v.changed, v.next, v.lastErr
+		if revived && (state != StateParked || !next.Equal(parkedUntil)) {
+			leftPark = true
+		}
+
+		switch state {
+		case StateStopped:
+			return nil, e.stoppedOp(op)
+		case StateNeedsLogin:
+			return nil, e.needsLoginError(op, lastErr)
+		case StateNeedsConfig:
+			return nil, &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable,
+				Reason: "not started: " + configActionFor(e.cfg.MissingEnv), Err: lastErr}
+		case StateParked:
+			if revived && !leftPark {
+				break // the supervisor has not left park yet
+			}
+			if revived {
+				// The probe this call made has failed: the server parked
+				// again.
+				return nil, &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable,
+					Reason: "parked; this call's attempt to revive it failed", Err: lastErr, RetryAt: next}
+			}
+			if !probe && !e.budget.breaker.CooldownPassed() {
+				_, _, until := e.budget.breaker.Snapshot()
+				return nil, &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable,
+					Reason: "parked after its retry budget was spent; a call after the next attempt time revives it", Err: lastErr, RetryAt: until}
+			}
+			// This call is the half-open probe: start the server and wait
+			// for it, within the call's deadline.
+			revived, parkedUntil = true, next
+			signal(e.in.revive)
+		case StateReconnecting:
+			// A remote server waiting out its backoff is tried now, at
+			// most once per remoteProbeEvery for all calls: one back from
+			// a short outage serves the calls made once it is back, not
+			// after the rest of a multi-second delay.
+			if e.budget.probeRemote(state, next, e.in.revive) {
+				break
+			}
+			if dl, ok := ctx.Deadline(); ok && !next.IsZero() && dl.Before(next) {
+				return nil, &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable,
+					Reason: "reconnecting", Err: lastErr, RetryAt: next}
+			}
+			if e.cfg.URL != "" && !next.IsZero() && probeAgain == nil {
+				// Waiting for the next attempt: probe again when the rate
+				// limit allows.
+				probeAgain = time.After(remoteProbeEvery)
+			}
+		}
+		select {
+		case <-probeAgain:
+			probeAgain = nil
+		case <-changed:
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, ctx.Err()
+			}
+			return nil, &recovery.Error{Server: e.name, Op: op, Class: recovery.Timeout,
+				Reason: fmt.Sprintf("server not ready within the call's deadline (state %s)", state), Err: lastErr}
+		}
+	}
+}
+
+// awaitNewer waits for a session newer than gen, at most retryReadyCap.
+func (e *executor) awaitNewer(ctx context.Context, gen uint64) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, retryReadyCap)
+	defer cancel()
+	for {
+		if sess := e.sessions.newer(gen); sess != nil {
+			return sess, nil
+		}
+		v := e.life.view()
+		state, changed, next, lastErr := v.state, v.changed, v.next, v.lastErr
+		switch state {
+		case StateNeedsLogin:
+			return nil, &recovery.Error{Class: recovery.NeedsLogin, Reason: "server needs a login", Err: lastErr}
+		case StateStopped:
+			return nil, &recovery.Error{Reason: e.in.stopped(), Err: ErrStopped}
+		case StateParked:
+			return nil, &recovery.Error{Reason: "server parked", RetryAt: next}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// unwrapApplication returns the upstream's JSON-RPC error itself, so the
+// gateway forwards its code, message and data unchanged. An error mcpvisor
+// made about this one call (a response over max_message_size, refused by
+// the transport) is returned itself: the go-sdk wraps it in its own
+// JSON-RPC error ("rejected by transport"), which would hide what happened.
+func unwrapApplication(err error) error {
+	var own *recovery.Error
+	if errors.As(err, &own) {
+		return own
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		return wire
+	}
+	return err
+}
