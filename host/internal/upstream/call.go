@@ -176,12 +176,17 @@ func (s *Supervisor) Complete(ctx context.Context, d Downstream, params *mcp.Com
 // Subscribe subscribes to updates of a resource.
 func (s *Supervisor) Subscribe(ctx context.Context, params *mcp.SubscribeParams) error {
 	return s.do(ctx, nil, "resources/subscribe", true, func(ctx context.Context, sess *session) error {
-		return sess.cs.Subscribe(ctx, forSession(sess, params, func(p *mcp.SubscribeParams) *mcp.Meta { return &p.Meta }))
+		err := sess.cs.Subscribe(ctx, forSession(sess, params, func(p *mcp.SubscribeParams) *mcp.Meta { return &p.Meta }))
+		if err == nil {
+			s.subscribed(sess, params.URI) // held: no idle stop (idle.go)
+		}
+		return err
 	})
 }
 
 // Unsubscribe ends a resource subscription.
 func (s *Supervisor) Unsubscribe(ctx context.Context, params *mcp.UnsubscribeParams) error {
+	s.unsubscribed(params.URI) // idle.go
 	return s.do(ctx, nil, "resources/unsubscribe", true, func(ctx context.Context, sess *session) error {
 		return sess.cs.Unsubscribe(ctx, forSession(sess, params, func(p *mcp.UnsubscribeParams) *mcp.Meta { return &p.Meta }))
 	})
@@ -206,6 +211,10 @@ func forSession[P any](sess *session, params *P, meta func(*P) *mcp.Meta) *P {
 func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable bool, fn func(context.Context, *session) error) error {
 	s.calls.Add(1)
 	defer s.calls.Add(-1)
+	// Idle stop (idle.go): every operation is activity and starts an
+	// idle server.
+	s.idleCallStarted()
+	defer s.idleCallEnded()
 	_, _, release := s.track(ctx, d, nil)
 	defer release()
 	if d != nil {
@@ -247,7 +256,15 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 		}
 	}
 
+	// max_lifetime and idle stop (idle.go): hold the session while the
+	// operation runs on it; one being retired is not used.
+	sess, herr := s.holdSession(ctx, op, sess)
+	if herr != nil {
+		s.breaker.Release(probe)
+		return herr
+	}
 	err := fn(ctx, sess)
+	s.releaseSession(sess)
 	class := s.classify(ctx, sess, err)
 	switch class {
 	case recovery.None, recovery.Application:
@@ -309,11 +326,15 @@ func (s *Supervisor) do(ctx context.Context, d Downstream, op string, replayable
 	}
 
 	next, werr := s.awaitNewer(ctx, sess.gen)
+	if werr == nil {
+		next, werr = s.holdSession(ctx, op, next) // idle.go
+	}
 	if werr != nil {
 		return s.recoveryFailed(op, class, err, werr)
 	}
 	s.logger.Debug("retrying on a new session", "op", op, "class", class, "generation", next.gen)
 	err2 := fn(ctx, next)
+	s.releaseSession(next)
 	class2 := s.classify(ctx, next, err2)
 	switch class2 {
 	case recovery.None, recovery.Application:

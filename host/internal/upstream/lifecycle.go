@@ -154,6 +154,7 @@ func (s *Supervisor) run() {
 			}
 			s.opts.Observer.ConnectFinished(s.name, gen, attempt == 0, err)
 		}
+		s.connected(sess, err) // restarts by reason (idle.go)
 		permanent := false
 		if err != nil {
 			if s.isStopping() {
@@ -191,6 +192,20 @@ func (s *Supervisor) run() {
 			answer(waiters, nil)
 			waiters = nil
 			healthy, deathErr := s.serve(sess, &failures)
+			// Idle stop and max_lifetime (idle.go): not a failure, no
+			// budget spent, the catalog stays listed.
+			if why := recycledOf(deathErr); why != "" && !s.isStopping() {
+				s.cur.Store(nil)
+				if healthy {
+					failures, parks = 0, 0
+					s.setFailures(0)
+				}
+				if !s.recycle(sess, why) {
+					return
+				}
+				continue
+			}
+			s.noteDown(sess, deathErr)
 			s.cur.Store(nil)
 			if !s.isStopping() {
 				// Visible at once, even while a stubborn process is still

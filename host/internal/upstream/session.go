@@ -50,13 +50,17 @@ type session struct {
 	// struck is set once the session's own failure has counted against
 	// the breaker (strikeSession).
 	struck atomic.Bool
+	// hold counts the operations running on the session, for retiring it
+	// at idle_timeout or max_lifetime (idle.go).
+	hold sessionHold
 }
 
 // connect makes one attempt: dial, initialize, list. It is bounded by
 // connect_timeout and cut short by stop.
 func (s *Supervisor) connect() (*session, error) {
 	s.mu.Lock()
-	starting := s.gen == 0
+	// After an idle stop or for max_lifetime it starts anew (idle.go).
+	starting := s.gen == 0 || s.idle.coldStart.Load()
 	s.mu.Unlock()
 	if starting {
 		s.setState(StateStarting, time.Time{})
@@ -200,6 +204,9 @@ func (s *Supervisor) monitor(sess *session) {
 func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err error) {
 	healthyAfter := time.NewTimer(s.cfg.Reconnect.HealthyAfter)
 	defer healthyAfter.Stop()
+	// idle_timeout and max_lifetime (idle.go); never fires without them.
+	recycle := s.newRecycleTimer()
+	defer recycle.Stop()
 	markHealthy := func() {
 		if !healthy {
 			healthy = true
@@ -243,6 +250,10 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 			markHealthy()
 		case <-healthyAfter.C:
 			markHealthy()
+		case <-recycle.C():
+			if end, err := s.recycleDue(recycle, sess); end {
+				return healthy, err
+			}
 		case <-s.revive:
 			// Already connected: nothing to revive; whoever asked is told
 			// the server is ready.

@@ -88,6 +88,7 @@ const (
 	StateStopped      = status.Stopped
 	StateNeedsLogin   = status.NeedsLogin
 	StateNeedsConfig  = status.NeedsConfig
+	StateIdle         = status.Idle
 )
 
 const (
@@ -253,8 +254,12 @@ type Supervisor struct {
 	// stopReason says why the supervisor stopped, for the errors of calls
 	// that meet it stopping ("host shutting down", "restarted by reload").
 	stopReason atomic.Pointer[string]
-	// calls counts the operations in flight through do(), for Drain.
+	// calls counts the operations in flight through do(), for Drain (and
+	// for idle stop: idle.go).
 	calls atomic.Int64
+	// idle is the idle_timeout and max_lifetime bookkeeping (idle.go); set
+	// in New.
+	idle *idleState
 }
 
 // New returns a Supervisor for srv. Call Start to begin connecting.
@@ -285,6 +290,7 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		done:    make(chan struct{}),
 		flights: map[uint64]*inflight{},
 		byToken: map[string]*inflight{},
+		idle:    newIdleState(),
 
 		maxPending: int64(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
 	}
