@@ -187,6 +187,10 @@ server "echo" {
 	if d := value(after, "mcpvisor_server_restarts_total", map[string]string{"server": "echo"}) - restarts0; d != 1 {
 		t.Errorf("restarts moved by %v, want 1", d)
 	}
+	if d := value(after, "mcpvisor_server_restarts_total", map[string]string{"server": "echo", "reason": "exit"}) -
+		value(before, "mcpvisor_server_restarts_total", map[string]string{"server": "echo", "reason": "exit"}); d != 1 {
+		t.Errorf("restarts with reason exit moved by %v, want 1 (a crash)", d)
+	}
 	d := delta(calls0, outcomes(after, "echo"))
 	if got := d["sleep/crashed_not_replayed"]; got != sleepers {
 		t.Errorf("sleep crashed_not_replayed moved by %v, want %d (all: %v)", got, sleepers, d)

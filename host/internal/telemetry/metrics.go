@@ -127,7 +127,7 @@ func newMetrics(status func() []upstream.Status, sessions func() int, limitHits 
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name:        "mcpvisor_server_restarts_total",
 			ConstLabels: constLabels,
-			Help:        "Sessions established after the server's first one, by why: exit (its process exited), transport (its session or connection failed), memory_limit, idle (a call started it after an idle stop), lifetime (replaced at max_lifetime).",
+			Help:        "Sessions established after the server's first one, by why: exit (its process exited), transport (its session or connection failed while the process, if any, ran), memory_limit, idle (a call started it after an idle stop), lifetime (replaced at max_lifetime).",
 		}, []string{"server", "reason"}),
 		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name:        "mcpvisor_server_parks_total",

@@ -59,11 +59,12 @@ type RestartReason string
 
 // The restart reasons (docs/operations.md).
 const (
-	// RestartExit: the server's process (stdio or plugin) exited, or was
-	// killed by mcpvisor after it stopped answering.
+	// RestartExit: the server's process (stdio or plugin) had exited by
+	// the time its session ended (a crash, a signal).
 	RestartExit RestartReason = "exit"
 	// RestartTransport: the session or connection failed while the process
-	// (if any) was still running, or a remote server's session was lost.
+	// (if any) was still running (such as one replaced because it stopped
+	// reading its input), or a remote server's session was lost.
 	RestartTransport RestartReason = "transport"
 	// RestartMemoryLimit: the process was stopped over its limits.memory
 	// (the error wraps transport.ErrMemoryLimit).

@@ -284,3 +284,23 @@ func errorText(res *mcp.CallToolResult) error {
 	}
 	return errors.New("isError result")
 }
+
+// Revive starts an idle server and reports the outcome of that start.
+func TestReviveStartsIdleServer(t *testing.T) {
+	srv := stdioServer("echo", echoBin)
+	srv.IdleTimeout = 200 * time.Millisecond
+	h := start(t, srv, nil)
+	h.waitState(upstream.StateIdle, 1)
+	select {
+	case err := <-h.sup.Revive():
+		if err != nil {
+			t.Fatalf("revive of an idle server: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("revive of an idle server had no outcome")
+	}
+	// (It may be idle again by now: only the new generation is certain.)
+	if st := h.sup.Status(); st.Generation < 2 {
+		t.Fatalf("after revive: %+v, want a new generation", st)
+	}
+}
