@@ -122,9 +122,10 @@ func TestIdleStopKeepsCatalogAndColdStarts(t *testing.T) {
 			t.Fatalf("calls after the idle stop answered by pids %v (old %d): want one new process", pids, old)
 		}
 	}
+	// (It may be idle again by now: the generation says there was one start.)
 	st = h.sup.Status()
-	if st.State != upstream.StateReady || st.Generation != 2 || st.Pid != pids[0] {
-		t.Errorf("after the cold start: %+v, want ready, generation 2, pid %d", st, pids[0])
+	if st.Generation != 2 || (st.State != upstream.StateReady && st.State != upstream.StateIdle) {
+		t.Errorf("after the cold start: %+v, want generation 2, ready or idle again", st)
 	}
 	noFailure(t, st)
 	reasons, states, breakers := log.snapshot()
@@ -188,7 +189,7 @@ func TestIdleStopWaitsForSubscriptions(t *testing.T) {
 // one, and nothing counts as a failure.
 func TestMaxLifetimeRecyclesBetweenCalls(t *testing.T) {
 	srv := stdioServer("echo", echoBin)
-	srv.MaxLifetime = 500 * time.Millisecond
+	srv.MaxLifetime = time.Second
 	log := &restartLog{}
 	h := startObserved(t, srv, nil, log)
 	h.waitState(upstream.StateReady, 1)
@@ -198,7 +199,7 @@ func TestMaxLifetimeRecyclesBetweenCalls(t *testing.T) {
 	defer cancel()
 	long := make(chan error, 1)
 	go func() {
-		res, err := call(ctx, h.sup, "sleep", `{"ms":2000}`)
+		res, err := call(ctx, h.sup, "sleep", `{"ms":3000}`)
 		if err == nil && res.IsError {
 			err = errorText(res)
 		}
