@@ -5,16 +5,21 @@ package upstream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
@@ -303,5 +308,65 @@ func TestReviveStartsIdleServer(t *testing.T) {
 	// (It may be idle again by now: only the new generation is certain.)
 	if st := h.sup.Status(); st.Generation < 2 {
 		t.Fatalf("after revive: %+v, want a new generation", st)
+	}
+}
+
+// memoryLimitDialer dials the real server; once over is set, its links
+// report their process's death the way limits enforcement does (an error
+// wrapping transport.ErrMemoryLimit). Enforcement itself is not what is
+// tested here: the supervisor's reading of such a death is.
+type memoryLimitDialer struct {
+	transport.Dialer
+	over atomic.Bool
+}
+
+func (d *memoryLimitDialer) Dial(ctx context.Context) (transport.Link, error) {
+	link, err := d.Dialer.Dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &memoryLimitLink{ProcessLink: link.(transport.ProcessLink), d: d}, nil
+}
+
+type memoryLimitLink struct {
+	transport.ProcessLink
+	d *memoryLimitDialer
+}
+
+func (l *memoryLimitLink) Err() error {
+	err := l.ProcessLink.Err()
+	if err != nil && l.d.over.Load() {
+		return fmt.Errorf("memory limit 64MiB exceeded: %w", errors.Join(transport.ErrMemoryLimit, err))
+	}
+	return err
+}
+
+// A process stopped over its memory limit is a restart with reason
+// memory_limit.
+func TestRestartReasonMemoryLimit(t *testing.T) {
+	srv := stdioServer("echo", echoBin)
+	real, err := transport.NewDialer(srv, transport.Options{Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &memoryLimitDialer{Dialer: real}
+	log := &restartLog{}
+	sup := upstream.New(srv, upstream.Options{Dialer: d, Observer: log, BackoffBase: 10 * time.Millisecond})
+	sup.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		sup.Stop(ctx)
+	})
+	h := &harness{t: t, sup: sup}
+	st := h.waitState(upstream.StateReady, 1)
+	d.over.Store(true)
+	syscall.Kill(st.Pid, syscall.SIGKILL)
+	h.waitState(upstream.StateReady, 2)
+	if reasons, _, _ := log.snapshot(); !slices.Equal(reasons, []upstream.RestartReason{upstream.RestartMemoryLimit}) {
+		t.Errorf("restarts reported %v, want [memory_limit]", reasons)
+	}
+	if testutil.Alive(st.Pid) {
+		t.Errorf("killed process %d not reaped", st.Pid)
 	}
 }
