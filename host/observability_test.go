@@ -558,3 +558,22 @@ server "echo" {
 		}
 	}
 }
+
+// An idle server (stopped after idle_timeout; the next call starts it)
+// leaves the host ready, even when it is required.
+func TestReadyzCountsIdleServerReady(t *testing.T) {
+	// settled, not ready: it may be idle by the time that is looked at.
+	h := settledHost(t, fmt.Sprintf(`
+server "echo" {
+  command      = %q
+  required     = true
+  idle_timeout = "200ms"
+}
+`, bins["echo"]))
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	testutil.Eventually(t, 30*time.Second, "echo idle", func() bool { return statusOf(t, h, "echo").State == host.StateIdle })
+	if code, r := readyz(t, srv.URL); code != http.StatusOK || !r.Ready || len(r.NotReady) != 0 {
+		t.Fatalf("/readyz with the required server idle: %d %+v", code, r)
+	}
+}
