@@ -81,6 +81,12 @@ func RestartReasons() []RestartReason {
 	return []RestartReason{RestartExit, RestartTransport, RestartMemoryLimit, RestartIdle, RestartLifetime}
 }
 
+// maxHeldSubscriptions bounds the subscriptions the supervisor records
+// for idle stop. Clients choose the URIs (a resource template matches
+// without end); past the bound, later ones are not recorded: the server
+// is held awake by those that are, until they are undone.
+const maxHeldSubscriptions = 1024
+
 // recheckFloor bounds how often a recycle timer may fire while it waits
 // for operations in flight to end: a timer never spins.
 const recheckFloor = 10 * time.Millisecond
@@ -102,8 +108,7 @@ type idleState struct {
 	downReason RestartReason
 
 	// subMu guards subs: resource URI → the generation whose session
-	// holds the upstream subscription to it. Bounded by the URIs the
-	// registry routes to this server.
+	// holds the upstream subscription to it; at most maxHeldSubscriptions.
 	subMu sync.Mutex
 	subs  map[string]uint64
 }
@@ -403,8 +408,18 @@ func (s *Supervisor) subscribed(sess *session, uri string) {
 		return
 	}
 	s.idle.subMu.Lock()
+	defer s.idle.subMu.Unlock()
+	if len(s.idle.subs) >= maxHeldSubscriptions {
+		for u, g := range s.idle.subs {
+			if g < sess.gen {
+				delete(s.idle.subs, u)
+			}
+		}
+		if len(s.idle.subs) >= maxHeldSubscriptions {
+			return
+		}
+	}
 	s.idle.subs[uri] = sess.gen
-	s.idle.subMu.Unlock()
 }
 
 // unsubscribed forgets the subscription to uri.
