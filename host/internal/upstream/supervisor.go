@@ -12,12 +12,15 @@ is named beside it), construction, Start/Stop and Status; lifecycle.go the
 state machine below (the run loop); session.go one generation's session
 (connect, monitor, serve, close); breaker.go the breaker; call.go and
 forward.go call execution; downstream.go, inputrequests.go and bridge.go
-what an upstream sends during a call.
+what an upstream sends during a call; idle.go idle stop and max_lifetime
+(docs/design.md §18.3).
 
 Design note: the state machine.
 
     starting ─► ready ⇄ reconnecting ─► parked ─► (revive) starting
         └──────────┴──────┴─► needs_login ─► (new tokens stored) reconnecting
+                 ready ─► idle ─► (a call) starting    (idle_timeout)
+                 ready ─► starting                      (max_lifetime)
                                                    stopped (from anywhere)
     needs_config ─► stopped
 
