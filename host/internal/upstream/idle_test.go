@@ -370,3 +370,72 @@ func TestRestartReasonMemoryLimit(t *testing.T) {
 		t.Errorf("killed process %d not reaped", st.Pid)
 	}
 }
+
+// Many calls racing idle stops and max_lifetime replacements: every call
+// is answered (none meets a session being retired), and no failure is
+// counted. The pauses between calls only shape the load so that the
+// server goes idle and reaches its lifetime now and then.
+func TestCallsRacingIdleStopAndLifetimeAllSucceed(t *testing.T) {
+	srv := stdioServer("echo", echoBin)
+	srv.IdleTimeout = 30 * time.Millisecond
+	srv.MaxLifetime = 150 * time.Millisecond
+	log := &restartLog{}
+	h := startObserved(t, srv, nil, log)
+	h.waitState(upstream.StateReady, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const workers, calls = 8, 150
+	errs := make(chan error, workers*calls)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				res, err := call(ctx, h.sup, "echo", fmt.Sprintf(`{"text":"%d-%d"}`, w, i))
+				switch {
+				case err != nil:
+					errs <- err
+				case res.IsError || text(t, res) != fmt.Sprintf("%d-%d", w, i):
+					errs <- fmt.Errorf("call %d-%d answered %+v", w, i, res.Content)
+				}
+				// Every fourth worker pauses past idle_timeout now and then.
+				if w%4 == 0 && i%10 == 9 {
+					time.Sleep(60 * time.Millisecond)
+				} else {
+					time.Sleep(time.Duration(i%3) * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= 5 {
+			t.Errorf("call racing idle stop or max_lifetime: %v", err)
+		}
+	}
+	if n > 5 {
+		t.Errorf("… %d failed calls in all", n)
+	}
+	st := h.sup.Status()
+	noFailure(t, st)
+	reasons, states, breakers := log.snapshot()
+	for _, r := range reasons {
+		if r != upstream.RestartIdle && r != upstream.RestartLifetime {
+			t.Errorf("restart reasons %v include a failure", reasons)
+			break
+		}
+	}
+	if st.Generation < 2 {
+		t.Errorf("generation %d: the load never crossed an idle stop or max_lifetime", st.Generation)
+	}
+	if slices.Contains(states, upstream.StateReconnecting) || slices.Contains(states, upstream.StateParked) {
+		t.Errorf("states went through a failure: %v", states)
+	}
+	if len(breakers) != 0 {
+		t.Errorf("breaker transitions %v", breakers)
+	}
+	t.Logf("%d generations; restarts %v", st.Generation, reasons)
+}
