@@ -24,7 +24,9 @@ The decision lives here, the hooks elsewhere are small:
     path: the session is closed, and an idle server waits in StateIdle for
     a call (awaitCall) before the loop connects again. Each successful
     connect after the first is reported to the Observer as a restart with
-    its reason (restarted), which noteDown or recycle recorded.
+    its reason (connected), which noteDown or recycle recorded. An
+    operation that arrives while an idle retire drains puts the session
+    back (recycleDue).
 
 Retiring a session: cur is set to nil first, so no new operation picks the
 session up; then the session is marked retired and its holds are counted.
