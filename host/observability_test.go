@@ -187,6 +187,10 @@ server "echo" {
 	if d := value(after, "mcpvisor_server_restarts_total", map[string]string{"server": "echo"}) - restarts0; d != 1 {
 		t.Errorf("restarts moved by %v, want 1", d)
 	}
+	if d := value(after, "mcpvisor_server_restarts_total", map[string]string{"server": "echo", "reason": "exit"}) -
+		value(before, "mcpvisor_server_restarts_total", map[string]string{"server": "echo", "reason": "exit"}); d != 1 {
+		t.Errorf("restarts with reason exit moved by %v, want 1 (a crash)", d)
+	}
 	d := delta(calls0, outcomes(after, "echo"))
 	if got := d["sleep/crashed_not_replayed"]; got != sleepers {
 		t.Errorf("sleep crashed_not_replayed moved by %v, want %d (all: %v)", got, sleepers, d)
@@ -552,5 +556,24 @@ server "echo" {
 				t.Errorf("%s with token %q host %q: %d, want %d", path, tc.token, tc.host, resp.StatusCode, tc.want)
 			}
 		}
+	}
+}
+
+// An idle server (stopped after idle_timeout; the next call starts it)
+// leaves the host ready, even when it is required.
+func TestReadyzCountsIdleServerReady(t *testing.T) {
+	// settled, not ready: it may be idle by the time that is looked at.
+	h := settledHost(t, fmt.Sprintf(`
+server "echo" {
+  command      = %q
+  required     = true
+  idle_timeout = "200ms"
+}
+`, bins["echo"]))
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	testutil.Eventually(t, 30*time.Second, "echo idle", func() bool { return statusOf(t, h, "echo").State == host.StateIdle })
+	if code, r := readyz(t, srv.URL); code != http.StatusOK || !r.Ready || len(r.NotReady) != 0 {
+		t.Fatalf("/readyz with the required server idle: %d %+v", code, r)
 	}
 }

@@ -253,7 +253,9 @@ func (h *Host) Readiness() Readiness {
 	ready := 0
 	for _, name := range set.order {
 		st := set.sups[name].Status()
-		if st.State == StateReady {
+		// An idle server (stopped after idle_timeout) serves the next
+		// call by starting it: it is as ready as a running one.
+		if st.State == StateReady || st.State == StateIdle {
 			ready++
 			continue
 		}

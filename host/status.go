@@ -23,6 +23,9 @@ const (
 	StateStopped      = status.Stopped
 	StateNeedsLogin   = status.NeedsLogin
 	StateNeedsConfig  = status.NeedsConfig
+	// StateIdle is a stdio server stopped after its idle_timeout without
+	// a call: its tools stay listed and the next call starts it.
+	StateIdle = status.Idle
 	// StateDisabled is the state Status gives a server block with
 	// enabled = false: validated, never started.
 	StateDisabled = status.Disabled

@@ -208,6 +208,12 @@ func (o consoleObserver) ConnectFinished(server string, gen uint64, initial bool
 	}
 }
 
+func (o consoleObserver) Restarted(server string, gen uint64, reason upstream.RestartReason) {
+	if t := o.h.telemetry; t != nil {
+		t.Restarted(server, gen, reason)
+	}
+}
+
 func (o consoleObserver) Notification(server, kind string, forwarded bool) {
 	if t := o.h.telemetry; t != nil {
 		t.Notification(server, kind, forwarded)

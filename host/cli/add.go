@@ -551,7 +551,7 @@ func waitServer(t target, server string, stdio IO) int {
 		if err == nil {
 			last = st
 			switch st.State {
-			case host.StateReady:
+			case host.StateReady, host.StateIdle:
 				fmt.Fprintf(stdio.Stdout, "host %s: server %q is ready with %d tool(s); `mcpvisor tools` lists them\n", t.name, server, st.ExposedTools)
 				return ExitOK
 			case "starting":

@@ -93,7 +93,7 @@ func startupLine(sts []host.ServerStatus, final bool) string {
 		switch s.State {
 		case host.StateDisabled:
 			continue
-		case host.StateReady:
+		case host.StateReady, host.StateIdle:
 			ready++
 		case host.StateStarting:
 		default: // reconnecting, parked, needs_login, needs_config, stopped

@@ -302,7 +302,7 @@ func startOneShot(path string, stdio IO) (*host.Host, int) {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: servers still starting after %s\n", settleTimeout)
 	}
 	for _, st := range h.Status() {
-		if st.State != host.StateReady && st.State != host.StateDisabled {
+		if st.State != host.StateReady && st.State != host.StateDisabled && st.State != host.StateIdle {
 			msg := st.LastError
 			if msg == "" {
 				msg = "not ready"

@@ -22,6 +22,10 @@ const (
 	// NeedsConfig: its block reads an environment variable that is not
 	// set; it is not started.
 	NeedsConfig State = "needs_config"
+	// Idle: a stdio server stopped after idle_timeout without a call
+	// (docs/design.md §18.3). Not a failure: its tools stay listed and
+	// the next call starts it.
+	Idle State = "idle"
 	// Disabled: a block with enabled = false, validated and never started.
 	Disabled State = "disabled"
 )
@@ -38,8 +42,9 @@ type Server struct {
 	// State is "starting", "ready", "reconnecting", "parked",
 	// "needs_login" (an OAuth server whose tokens could not be refreshed),
 	// "needs_config" (its block reads an environment variable that is not
-	// set; it is not started) or "stopped"; "disabled" for a block with
-	// enabled = false.
+	// set; it is not started), "idle" (stopped after idle_timeout without
+	// a call; the next call starts it) or "stopped"; "disabled" for a
+	// block with enabled = false.
 	State State `json:"state"`
 	// Since is when the server entered State.
 	Since time.Time `json:"since"`

@@ -35,7 +35,7 @@ const (
 // states and breakerStates are every value the state gauges report, so
 // each server has a full, stable set of series.
 var (
-	states        = []upstream.State{upstream.StateStarting, upstream.StateReady, upstream.StateReconnecting, upstream.StateParked, upstream.StateStopped, upstream.StateNeedsLogin, upstream.StateNeedsConfig}
+	states        = []upstream.State{upstream.StateStarting, upstream.StateReady, upstream.StateReconnecting, upstream.StateParked, upstream.StateStopped, upstream.StateNeedsLogin, upstream.StateNeedsConfig, upstream.StateIdle}
 	breakerStates = []upstream.BreakerState{upstream.BreakerClosed, upstream.BreakerOpen, upstream.BreakerHalfOpen}
 )
 
@@ -130,8 +130,8 @@ func newMetrics(status func() []upstream.Status, sessions func() int, limitHits 
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name:        "mcpvisor_server_restarts_total",
 			ConstLabels: constLabels,
-			Help:        "Sessions established after the server's first one: a respawned process or a reconnected link.",
-		}, []string{"server"}),
+			Help:        "Sessions established after the server's first one, by why: exit (its process exited), transport (its session or connection failed while the process, if any, ran), memory_limit, idle (a call started it after an idle stop), lifetime (replaced at max_lifetime).",
+		}, []string{"server", "reason"}),
 		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name:        "mcpvisor_server_parks_total",
 			ConstLabels: constLabels,
@@ -249,7 +249,9 @@ func boolValue(b bool) float64 {
 // addServer creates the server's counters at zero, so that rate() and
 // increase() see a series from the start rather than from the first event.
 func (m *Metrics) addServer(name string) {
-	m.restarts.WithLabelValues(name)
+	for _, r := range upstream.RestartReasons() {
+		m.restarts.WithLabelValues(name, string(r))
+	}
 	m.parks.WithLabelValues(name)
 	m.revivals.WithLabelValues(name)
 	m.inFlight.WithLabelValues(name)
@@ -355,9 +357,10 @@ func (m *Metrics) connectFinished(server string, gen uint64, initial bool, err e
 		}
 		m.reconnects.WithLabelValues(server, result).Inc()
 	}
-	if err == nil && gen > 1 {
-		m.restarts.WithLabelValues(server).Inc()
-	}
+}
+
+func (m *Metrics) restarted(server string, reason upstream.RestartReason) {
+	m.restarts.WithLabelValues(server, string(reason)).Inc()
 }
 
 func (m *Metrics) breakerChanged(server string, from, to upstream.BreakerState) {

@@ -177,6 +177,13 @@ func (o *Observer) ConnectFinished(server string, gen uint64, initial bool, err 
 	}
 }
 
+// Restarted implements upstream.Observer.
+func (o *Observer) Restarted(server string, gen uint64, reason upstream.RestartReason) {
+	if o.metrics != nil {
+		o.metrics.restarted(server, reason)
+	}
+}
+
 // Notification implements upstream.Observer.
 func (o *Observer) Notification(server, kind string, forwarded bool) {
 	if o.metrics != nil {

@@ -158,12 +158,17 @@ func (s *Supervisor) Complete(ctx context.Context, d Downstream, params *mcp.Com
 // Subscribe subscribes to updates of a resource.
 func (s *Supervisor) Subscribe(ctx context.Context, params *mcp.SubscribeParams) error {
 	return s.exec.do(ctx, nil, "resources/subscribe", true, func(ctx context.Context, sess *session) error {
-		return sess.cs.Subscribe(ctx, forSession(sess, params, func(p *mcp.SubscribeParams) *mcp.Meta { return &p.Meta }))
+		err := sess.cs.Subscribe(ctx, forSession(sess, params, func(p *mcp.SubscribeParams) *mcp.Meta { return &p.Meta }))
+		if err == nil {
+			s.idle.subscribed(sess, params.URI) // held: no idle stop (idle.go)
+		}
+		return err
 	})
 }
 
 // Unsubscribe ends a resource subscription.
 func (s *Supervisor) Unsubscribe(ctx context.Context, params *mcp.UnsubscribeParams) error {
+	s.idle.unsubscribed(params.URI) // idle.go
 	return s.exec.do(ctx, nil, "resources/unsubscribe", true, func(ctx context.Context, sess *session) error {
 		return sess.cs.Unsubscribe(ctx, forSession(sess, params, func(p *mcp.UnsubscribeParams) *mcp.Meta { return &p.Meta }))
 	})

@@ -46,6 +46,7 @@ type executor struct {
 	sessions *sessions
 	life     *lifecycle
 	calls    *calls
+	idle     *idler
 	in       *inbox
 }
 
@@ -64,6 +65,7 @@ func (e *executor) stoppedOp(op string) error {
 // something (roots) the moment the request arrives.
 func (e *executor) do(ctx context.Context, d Downstream, op string, replayable bool, fn func(context.Context, *session) error) error {
 	defer e.calls.begin()()
+	defer e.idle.activity()() // idle stop (idle.go): every operation is activity
 	_, _, release := e.calls.track(ctx, d, nil, e.cfg.Timeout, e.name)
 	defer release()
 	if d != nil {
@@ -95,15 +97,22 @@ func (e *executor) do(ctx context.Context, d Downstream, op string, replayable b
 				Reason: e.openReason(), RetryAt: retryAt}
 		}
 	}
+	var err error
 	if sess == nil || sess.isDead() {
-		var err error
 		if sess, err = e.acquire(ctx, op, revive); err != nil {
 			e.budget.breaker.Release(probe)
 			return err
 		}
 	}
 
-	err := fn(ctx, sess)
+	// idle_timeout and max_lifetime (idle.go): a session being retired
+	// is not used, and one in use is not retired under the operation.
+	if sess, err = e.hold(ctx, op, sess); err != nil {
+		e.budget.breaker.Release(probe)
+		return err
+	}
+	err = fn(ctx, sess)
+	e.idle.release(sess)
 	f := recovery.Failure{Stage: recovery.FirstTry, Class: classify(ctx, sess, err), Replayable: replayable, Stalled: sess.stalled()}
 	dec := recovery.Decide(f)
 	if dec.SessionFailed && e.in.isStopping() {
@@ -118,14 +127,31 @@ func (e *executor) do(ctx context.Context, d Downstream, op string, replayable b
 	}
 
 	next, werr := e.awaitNewer(ctx, sess.gen)
+	if werr == nil {
+		next, werr = e.hold(ctx, op, next)
+	}
 	if werr != nil {
 		return e.recoveryFailed(op, f.Class, err, werr)
 	}
 	e.logger.Debug("retrying on a new session", "op", op, "class", f.Class, "generation", next.gen)
 	err = fn(ctx, next)
+	e.idle.release(next)
 	f = recovery.Failure{Stage: recovery.Retry, Class: classify(ctx, next, err), Replayable: replayable, Stalled: next.stalled()}
 	e.carryOut(op, next, recovery.Decide(f), err)
 	return e.callError(op, f, next, err)
+}
+
+// hold holds sess for an attempt of operation op (idle.go: idler.hold). A session
+// being retired is not used: the operation waits for the next one within
+// its deadline (acquire, which starts an idle server).
+func (e *executor) hold(ctx context.Context, op string, sess *session) (*session, error) {
+	for !e.idle.hold(sess) {
+		var err error
+		if sess, err = e.acquire(ctx, op, false); err != nil {
+			return nil, err
+		}
+	}
+	return sess, nil
 }
 
 // carryOut does what a decision tells the breaker, the session and the run
@@ -314,6 +340,11 @@ func (e *executor) acquire(ctx context.Context, op string, probe bool) (*session
 		case StateNeedsConfig:
 			return nil, &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable,
 				Reason: "not started: " + configActionFor(e.cfg.MissingEnv), Err: lastErr}
+		case StateIdle:
+			// Stopped after idle_timeout (idle.go): this call starts it
+			// and waits for it within its deadline; calls arriving
+			// together signal once, so there is one start.
+			signal(e.in.start)
 		case StateParked:
 			if revived && !leftPark {
 				break // the supervisor has not left park yet

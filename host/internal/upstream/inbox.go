@@ -25,6 +25,7 @@ type inbox struct {
 	revive   chan struct{} // leave park / skip backoff now
 	relist   chan struct{} // the upstream said a list changed
 	healthy  chan struct{} // a call succeeded: the session is proven
+	start    chan struct{} // a call found the server idle: start it (idle.go)
 	stopCh   chan struct{} // closed to stop the supervisor
 	done     chan struct{} // closed when the run loop has returned
 	stopOnce sync.Once
@@ -39,6 +40,7 @@ func newInbox() inbox {
 		revive:  make(chan struct{}, 1),
 		relist:  make(chan struct{}, 1),
 		healthy: make(chan struct{}, 1),
+		start:   make(chan struct{}, 1),
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
 	}

@@ -6,7 +6,8 @@ Design note: the lifecycle loop (docs/design.md §4).
 This file is the supervisor's state machine: the run loop, which alone
 changes State (setState, through lifecycle.transition), its parking,
 needs_login and needs_config, the outcome waiters of Start and Revive, and
-Nudge. What a failed connect attempt means is recovery.Decide's; how long
+Nudge. A session retired for idle_timeout or max_lifetime takes the run
+loop's recycle path (idle.go), not the failure path. What a failed connect attempt means is recovery.Decide's; how long
 to wait is the budget's (budget.go). The state diagram and the rules it
 keeps are in the design note of supervisor.go.
 
@@ -113,15 +114,25 @@ func (s *Supervisor) run() {
 	// due, which such an attempt does not move.
 	retriedEarly := false
 	var scheduled time.Time
+	// why is why the last session ended, the reason of the restart that
+	// follows; cold is set for the start after an idle stop or at
+	// max_lifetime (idle.go), which shows as starting.
+	var why RestartReason
+	cold := false
 	for attempt := 0; ; attempt++ {
 		waiters = append(waiters, s.life.takeWaiters()...)
-		sess, err := s.connect()
+		sess, err := s.connect(cold)
+		cold = false
 		if s.opts.Observer != nil && !(err != nil && s.isStopping()) {
 			var gen uint64
 			if sess != nil {
 				gen = sess.gen
 			}
 			s.opts.Observer.ConnectFinished(s.name, gen, attempt == 0, err)
+		}
+		if err == nil {
+			s.restarted(sess, why) // restarts by reason (idle.go)
+			why = ""
 		}
 		permanent := false
 		if err != nil {
@@ -158,6 +169,20 @@ func (s *Supervisor) run() {
 			waiters = nil
 			healthy, deathErr := s.serve(sess, &failures)
 			s.sessions.publish(nil)
+			if r := recycledOf(deathErr); r != "" && !s.isStopping() {
+				// Idle stop or max_lifetime (idle.go): not a failure, no
+				// budget spent, the catalog stays listed, no backoff.
+				if healthy {
+					failures, parks = 0, 0
+					s.life.setFailures(0)
+				}
+				why, cold = r, true
+				if !s.recycle(sess, r) {
+					return
+				}
+				continue
+			}
+			why = restartReason(sess, deathErr)
 			if !s.isStopping() {
 				// Visible at once, even while a stubborn process is still
 				// being stopped.

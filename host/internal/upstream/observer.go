@@ -42,6 +42,10 @@ type Observer interface {
 	// produced a ready session of generation gen. initial is set for the
 	// supervisor's first attempt, which is a start, not a reconnect.
 	ConnectFinished(server string, gen uint64, initial bool, err error)
+	// Restarted reports a session established after the server's first
+	// (generation gen > 1), with why the server was (re)started
+	// (docs/design.md §18.3).
+	Restarted(server string, gen uint64, reason RestartReason)
 	// Notification reports an upstream notification (kind "progress",
 	// "log", "resource_updated") that was forwarded to a downstream client
 	// or dropped.

@@ -9,12 +9,14 @@ keeps it (listing the catalog again when the upstream says a list
 changed) until it fails, and closeSession tears it down. The ready
 session is published in sessions.cur (an atomic pointer), so the call
 path reads it without a lock; a session's own fields are set before it is
-published and never change after.
+published and never change after, except its atomic flags and counts
+(proven, diedInCall, struck, hold).
 
 Lock story: sessions has no lock. Its fields are atomic pointers that only
 the run loop writes (connect publishes a session and its catalog, run
 withdraws them when the session ends, park and awaitLogin withdraw the
-catalog); calls and Status read them lock-free. The generation a session
+catalog, retire withdraws a session it recycles and puts back one that
+was not idle after all: idle.go); calls and Status read them lock-free. The generation a session
 gets is numbered by the lifecycle (newGeneration).
 */
 
@@ -113,12 +115,17 @@ type session struct {
 	// struck is set once the session's own failure has counted against
 	// the breaker (strikeSession).
 	struck atomic.Bool
+	// hold counts the operations running on the session, for retiring it
+	// at idle_timeout or max_lifetime (idle.go).
+	hold sessionHold
 }
 
 // connect makes one attempt: dial, initialize, list. It is bounded by
-// connect_timeout and cut short by stop.
-func (s *Supervisor) connect() (*session, error) {
-	if s.life.generation() == 0 {
+// connect_timeout and cut short by stop. cold is set for a start after an
+// idle stop or at max_lifetime (idle.go): the server shows as starting,
+// as at its first attempt, not as reconnecting.
+func (s *Supervisor) connect(cold bool) (*session, error) {
+	if cold || s.life.generation() == 0 {
 		s.setState(StateStarting, time.Time{})
 	} else {
 		s.setState(StateReconnecting, time.Time{})
@@ -253,10 +260,14 @@ func (s *Supervisor) monitor(sess *session) {
 }
 
 // serve waits while the session is ready. It returns whether the session
-// proved healthy and why it ended (nil on stop).
+// proved healthy and why it ended (nil on stop; a *recycled when it was
+// retired for idle_timeout or max_lifetime: idle.go).
 func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err error) {
 	healthyAfter := time.NewTimer(s.cfg.Reconnect.HealthyAfter)
 	defer healthyAfter.Stop()
+	// idle_timeout and max_lifetime (idle.go); never fires without them.
+	recycle := s.newRecycleTimer()
+	defer recycle.Stop()
 	markHealthy := func() {
 		if !healthy {
 			healthy = true
@@ -298,6 +309,10 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 			markHealthy()
 		case <-healthyAfter.C:
 			markHealthy()
+		case <-recycle.C():
+			if end, err := s.recycleDue(recycle, sess); end {
+				return healthy, err
+			}
 		case <-s.revive:
 			// Already connected: nothing to revive; whoever asked is told
 			// the server is ready.

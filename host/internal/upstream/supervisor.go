@@ -25,6 +25,9 @@ together.
   - executor (exec.go): do, the one path every operation (call.go,
     forward.go) runs through; what a failure means is recovery.Decide's.
   - inbox (inbox.go): the channels callers signal the run loop through.
+  - idler (idle.go): idle_timeout and max_lifetime (docs/design.md
+    §18.3): the activity and holds its hooks in the executor record, and
+    the run loop's steps that retire, stop and restart a session for them.
 
 Locks are leaves: no part holds its lock while taking another's, and none
 is held across I/O.
@@ -33,6 +36,8 @@ Design note: the state machine.
 
     starting ─► ready ⇄ reconnecting ─► parked ─► (revive) starting
         └──────────┴──────┴─► needs_login ─► (new tokens stored) reconnecting
+             ready ─► idle ─► (a call, a revive) starting   (idle_timeout)
+             ready ─► starting                              (max_lifetime)
                                                    stopped (from anywhere)
     needs_config ─► stopped
 
@@ -68,6 +73,11 @@ a running host recovers without a restart.
 needs_config is a server whose block reads an environment variable that was
 not set when the file was loaded (config.Server.MissingEnv): it is never
 started, so no tool of it is listed; status and calls say what to set.
+
+idle is a stdio server stopped after idle_timeout without an operation,
+and starting is also a server replaced at max_lifetime (idle.go): neither
+is a failure, so neither spends the retry budget, strikes the breaker or
+withdraws the catalog. The next call to an idle server starts it.
 */
 
 import (
@@ -103,6 +113,7 @@ const (
 	StateStopped      = status.Stopped
 	StateNeedsLogin   = status.NeedsLogin
 	StateNeedsConfig  = status.NeedsConfig
+	StateIdle         = status.Idle
 )
 
 const (
@@ -216,6 +227,8 @@ type Supervisor struct {
 
 	// exec runs every operation through the recovery path (exec.go).
 	exec *executor
+	// idle is the idle_timeout and max_lifetime bookkeeping (idle.go).
+	idle *idler
 
 	// inbox is how callers signal the run loop (inbox.go); embedded, so
 	// the run loop reads s.wake, s.revive, s.stopCh as it always has.
@@ -241,10 +254,11 @@ func New(srv *config.Server, opts Options) *Supervisor {
 		life:   newLifecycle(),
 		inbox:  newInbox(),
 		calls:  newCalls(cmp.Or(srv.MaxPendingRequests, config.DefaultMaxPendingRequests)),
+		idle:   newIdler(srv),
 	}
 	s.budget = newBudget(srv, opts.BackoffBase, opts.Now, s.logger)
 	s.exec = &executor{name: s.name, cfg: &s.cfg, logger: s.logger, budget: s.budget,
-		sessions: &s.sessions, life: s.life, calls: s.calls, in: &s.inbox}
+		sessions: &s.sessions, life: s.life, calls: s.calls, idle: s.idle, in: &s.inbox}
 	if obs := opts.Observer; obs != nil {
 		s.budget.breaker.OnChange(func(from, to BreakerState) { obs.BreakerChanged(s.name, from, to) })
 	}

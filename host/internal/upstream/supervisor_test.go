@@ -64,6 +64,12 @@ type harness struct {
 
 func start(t *testing.T, srv *config.Server, httpClient *http.Client) *harness {
 	t.Helper()
+	return startObserved(t, srv, httpClient, nil)
+}
+
+// startObserved is start with an Observer (nil: none).
+func startObserved(t *testing.T, srv *config.Server, httpClient *http.Client, obs upstream.Observer) *harness {
+	t.Helper()
 	logger := hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Debug})
 	if testing.Verbose() {
 		logger = hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Debug})
@@ -77,6 +83,7 @@ func start(t *testing.T, srv *config.Server, httpClient *http.Client) *harness {
 		Logger:      logger,
 		Dialer:      d,
 		BackoffBase: 10 * time.Millisecond,
+		Observer:    obs,
 		OnCatalog: func(_ string, c *registry.Catalog) {
 			h.mu.Lock()
 			h.catalogs = append(h.catalogs, c)
