@@ -17,7 +17,7 @@ run through do() (Drain waits for none), which of them were made for a
 downstream client (what the upstream sends back during a call is routed
 by it: downstream.go), and how many of the upstream's requests to clients
 are waiting (max_pending_requests). How an operation runs (breaker gate,
-waiting for a session, retry) is do()'s, in call.go, and what a failure
+waiting for a session, retry) is do()'s, in exec.go, and what a failure
 means is recovery.Decide's.
 
 Lock story: mu guards the in-flight table (seq, flights, byToken). It is a
