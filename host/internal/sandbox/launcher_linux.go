@@ -88,7 +88,10 @@ func loopbackUp() error {
 var configs = []landlock.Config{{}, landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5, landlock.V6}
 
 // abi is the kernel's Landlock ABI, 0 without Landlock.
-func abi() int {
+var abi = kernelABI
+
+// kernelABI asks the kernel.
+func kernelABI() int {
 	v, err := ll.LandlockGetABIVersion()
 	if err != nil || v < 0 {
 		return 0
@@ -260,4 +263,3 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 	spec.OwnNetwork = r.Network == config.NetworkNone
 	return spec, tmp, warning, nil
 }
-
