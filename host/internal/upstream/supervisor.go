@@ -70,6 +70,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 	"github.com/mcpvisor/mcpvisor/host/status"
@@ -363,6 +364,7 @@ func (s *Supervisor) Status() Status {
 		MaxRetries:  s.cfg.Reconnect.MaxRetries,
 		NextAttempt: s.nextAttempt,
 		LastErrorAt: s.lastErrAt,
+		Sandbox:     sandbox.Summary(s.cfg.Sandbox),
 	}
 	if s.lastErr != nil {
 		st.LastError = recovery.Redact(s.lastErr.Error())
