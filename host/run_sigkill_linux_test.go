@@ -19,6 +19,21 @@ import (
 // direct child) and the background child of its `sh -c` wrapper, which
 // Pdeathsig alone does not reach, are gone within 1 s (issue 14 item 5).
 func TestRunSIGKILLLeavesNoDescendants(t *testing.T) {
+	testRunSIGKILL(t, "")
+}
+
+// The same with the server sandboxed (docs/sandbox.md): the launcher execs
+// it in place, into the keeper's group, in a network namespace of its own
+// and under Landlock, and still nothing outlives mcpvisor.
+func TestRunSIGKILLLeavesNoSandboxedDescendants(t *testing.T) {
+	testRunSIGKILL(t, fmt.Sprintf(`
+  sandbox {
+    read    = [%q]
+    network = "none"
+  }`, filepath.Dir(bins["echo"])))
+}
+
+func testRunSIGKILL(t *testing.T, sandbox string) {
 	addr := freePort(t)
 	cfgPath := filepath.Join(t.TempDir(), "config.hcl")
 	src := fmt.Sprintf(`host {
@@ -26,9 +41,9 @@ func TestRunSIGKILLLeavesNoDescendants(t *testing.T) {
 }
 server "wrapped" {
   command = "sh"
-  args    = ["-c", "sleep 300 & exec %s"]
+  args    = ["-c", "sleep 300 & exec %s"]%s
 }
-`, addr, bins["echo"])
+`, addr, bins["echo"], sandbox)
 	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +74,20 @@ server "wrapped" {
 	desc = testutil.Descendants(cmd.Process.Pid)
 	if len(desc) < 3 { // the echo server, sleep, the group's keeper
 		t.Fatalf("descendants %v, want at least the server, its background sleep and the group keeper\n%s", desc, stderr.String())
+	}
+	if sandbox != "" {
+		// The server and its sleep are in the sandbox's network
+		// namespace; the keeper is not.
+		own, _ := os.Readlink("/proc/self/ns/net")
+		var confined int
+		for _, pid := range desc {
+			if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil && ns != own {
+				confined++
+			}
+		}
+		if confined < 2 {
+			t.Fatalf("%d of descendants %v in a network namespace of their own, want the server and its sleep", confined, desc)
+		}
 	}
 
 	cmd.Process.Signal(syscall.SIGKILL)
