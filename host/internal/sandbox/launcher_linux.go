@@ -99,14 +99,11 @@ func kernelABI() int {
 	return v
 }
 
-// neededABI is the Landlock ABI that enforces every rule of l: 3 for the
-// filesystem (truncate is controlled from ABI 3 on), 4 with connect.
-func neededABI(l *Landlock) int {
-	if len(l.Connect) > 0 {
-		return 4
-	}
-	return 3
-}
+// ABI is this kernel's Landlock ABI version, 0 without Landlock.
+func ABI() int { return abi() }
+
+// neededABI is the Landlock ABI that enforces every rule of l.
+func neededABI(l *Landlock) int { return NeededABI(len(l.Connect) > 0) }
 
 // kernelNames are the first Linux releases of each Landlock ABI.
 var kernelNames = map[int]string{1: "5.13", 2: "5.19", 3: "6.2", 4: "6.7", 5: "6.10", 6: "6.12", 7: "6.15"}

@@ -24,3 +24,6 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 	}
 	return &Spec{Path: path, Args: append([]string{command}, args...), Env: env}, "", "", nil
 }
+
+// ABI is 0: there is no Landlock here.
+func ABI() int { return 0 }

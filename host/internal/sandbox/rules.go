@@ -121,8 +121,12 @@ func Effective(sb *config.Sandbox, server, command, path string, env []string, c
 	if cwd != "" {
 		read = append(read, cwd)
 	}
-	r.Read = dedupe(append(read, sb.Read...))
 	r.Write = dedupe(append(write, sb.Write...))
+	// What may be written may be read: a read path under a write path
+	// adds nothing.
+	r.Read = slices.DeleteFunc(dedupe(append(read, sb.Read...)), func(p string) bool {
+		return len(dedupe(append(slices.Clone(r.Write), p))) == len(r.Write)
+	})
 	return r, nil
 }
 
@@ -244,6 +248,16 @@ func Summary(sb *config.Sandbox) string {
 		s += "; best effort"
 	}
 	return s
+}
+
+// NeededABI is the Landlock ABI that enforces every rule of a sandbox: 3
+// for the filesystem (truncation is controlled from ABI 3 on), 4 with
+// connect rules (TCP).
+func NeededABI(connect bool) int {
+	if connect {
+		return 4
+	}
+	return 3
 }
 
 // safeName is a server's name as part of a file name.
