@@ -157,14 +157,25 @@ func restrict(l *Landlock) error {
 		}
 	}
 	for _, p := range l.Write {
-		if isDir(p) {
+		if isDir(p) && use >= 2 {
+			// Moving files between its directories (ABI 2's refer right).
 			rules = append(rules, landlock.RWDirs(p).WithRefer())
+		} else if isDir(p) {
+			rules = append(rules, landlock.RWDirs(p))
 		} else {
 			rules = append(rules, landlock.RWFiles(p).WithIoctlDev())
 		}
 	}
 	for _, port := range l.Connect {
 		rules = append(rules, landlock.ConnectTCP(uint16(port)))
+	}
+	if have >= 7 {
+		// Denials of the exec'd server reach the audit log
+		// (docs/sandbox.md "Finding the rule a failing server needs").
+		cfg = cfg.EnableLoggingForSubprocesses()
+	}
+	if l.BestEffort {
+		cfg = cfg.BestEffort()
 	}
 	fd, flags, err := cfg.NewRulesetFD(rules...)
 	if err != nil {
