@@ -48,6 +48,9 @@ server "wrapped" {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bins["mcpvisor"], "run", "-config", cfgPath)
+	// A sandboxed server's private temporary directory outlives a
+	// SIGKILLed mcpvisor: keep it in the test's.
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -281,3 +281,37 @@ func mustSelf(t *testing.T) string {
 	}
 	return self
 }
+
+// A default never opens the home directory as a whole: a server whose
+// working directory is ~ and whose command sits in ~ itself may read
+// the command, not ~/.ssh.
+func TestDefaultsNeverOpenHome(t *testing.T) {
+	needLandlock(t, 3)
+	home := t.TempDir()
+	os.Mkdir(filepath.Join(home, ".ssh"), 0o700)
+	secret := filepath.Join(home, ".ssh", "id_ed25519")
+	os.WriteFile(secret, []byte("secret"), 0o600)
+	self, err := os.ReadFile(mustSelf(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := filepath.Join(home, "server")
+	if err := os.WriteFile(cmd, self, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=/usr/bin:/bin", "HOME=" + home, helperEnv + "=read " + secret}
+	spec, tmp, _, err := Prepare(&config.Sandbox{}, "home", cmd, cmd, nil, env, home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, p := range spec.Landlock.Read {
+		if p == home || p == "/" {
+			t.Errorf("the defaults grant %s", p)
+		}
+	}
+	stdout, stderr, err := run(t, spec)
+	if err == nil || !strings.Contains(stdout, "permission denied") {
+		t.Fatalf("read ~/.ssh: want permission denied; got %v, stdout %q, stderr %q", err, stdout, stderr)
+	}
+}

@@ -82,12 +82,12 @@ func Effective(sb *config.Sandbox, server, command, path string, env []string, c
 
 	// The command's installation: its directory, and for a link (npx →
 	// ../lib/node_modules/npm/bin/npx-cli.js) the package it points into.
-	read = append(read, installation(path)...)
+	read = append(read, installation(path, home)...)
 	base := filepath.Base(command)
 	switch {
 	case slices.Contains(nodeCommands, base):
 		if node, err := lookPath("node", envValue(env, "PATH")); err == nil {
-			read = append(read, prefix(node))
+			read = append(read, prefix(node, home))
 		}
 		cache := envValue(env, "npm_config_cache")
 		if cache == "" && home != "" {
@@ -118,7 +118,7 @@ func Effective(sb *config.Sandbox, server, command, path string, env []string, c
 		}
 	}
 	write = append(write, r.Caches...)
-	if cwd != "" {
+	if cwd != "" && !tooBroad(cwd, home) {
 		read = append(read, cwd)
 	}
 	r.Write = dedupe(append(write, sb.Write...))
@@ -133,24 +133,48 @@ func Effective(sb *config.Sandbox, server, command, path string, env []string, c
 // installation is what of a command's own installation it may read: the
 // directory of the resolved command, and for a symbolic link the
 // directory above its target's, the package the link points into.
-func installation(path string) []string {
+func installation(path, home string) []string {
 	if path == "" {
 		return nil
 	}
-	out := []string{filepath.Dir(path)}
+	out := []string{within(filepath.Dir(path), path, home)}
 	if t, err := filepath.EvalSymlinks(path); err == nil && t != path {
-		out = append(out, filepath.Dir(filepath.Dir(t)))
+		out = append(out, within(filepath.Dir(filepath.Dir(t)), t, home))
 	}
 	return out
 }
 
 // prefix is an installation's prefix: /usr/local for /usr/local/bin/node,
 // ~/.nvm/versions/node/v22 for its node.
-func prefix(bin string) string {
+func prefix(bin, home string) string {
 	if t, err := filepath.EvalSymlinks(bin); err == nil {
 		bin = t
 	}
-	return filepath.Dir(filepath.Dir(bin))
+	return within(filepath.Dir(filepath.Dir(bin)), bin, home)
+}
+
+// within is dir, unless granting dir would grant the whole file system
+// or the whole home directory (a command in ~ itself): then file alone.
+func within(dir, file, home string) string {
+	if tooBroad(dir, home) {
+		return file
+	}
+	return dir
+}
+
+// tooBroad reports whether a default would open / or the user's home
+// directory (or a directory above it) as a whole, and with it ~/.ssh and
+// every other secret there. A default never does; a block's own path may.
+func tooBroad(dir, home string) bool {
+	dir = filepath.Clean(dir)
+	if dir == "/" {
+		return true
+	}
+	if home == "" {
+		return false
+	}
+	home = filepath.Clean(home)
+	return dir == home || strings.HasPrefix(home, dir+"/")
 }
 
 // lookPath finds file in the directories of pathList (the child's PATH).

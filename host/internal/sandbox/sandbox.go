@@ -90,11 +90,19 @@ func (s *Spec) Needed() bool {
 	return s.Landlock != nil || s.OwnNetwork || len(s.Rlimits) > 0 || len(s.Cgroups) > 0
 }
 
+// maxSpec bounds the encoded Spec: one environment string may hold at most
+// 128 KiB (the kernel's MAX_ARG_STRLEN), beyond which the exec would fail
+// with a bare "argument list too long".
+const maxSpec = 120 << 10
+
 // launcherEnv is the launcher's environment: the Spec and nothing else.
 func (s *Spec) launcherEnv() ([]string, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
+	}
+	if len(b) > maxSpec {
+		return nil, fmt.Errorf("the arguments, environment and sandbox rules of the server take %d bytes, more than the launcher takes (%d KiB): shorten its args or env", len(b), maxSpec>>10)
 	}
 	return []string{specEnv + "=" + string(b)}, nil
 }
