@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,6 +54,14 @@ func launch(spec *Spec) error {
 		if err := loopbackUp(); err != nil {
 			return fmt.Errorf("bringing up the loopback interface of the server's network namespace: %w", err)
 		}
+		// Not root: the launcher had CAP_NET_ADMIN (in its own user
+		// namespace) as an ambient capability for that; the server does
+		// not keep it, in any set.
+		if os.Geteuid() != 0 {
+			if err := dropCapabilities(); err != nil {
+				return fmt.Errorf("dropping the launcher's capabilities: %w", err)
+			}
+		}
 	}
 	if l := spec.Landlock; l != nil {
 		if err := restrict(l); err != nil {
@@ -61,6 +70,16 @@ func launch(spec *Spec) error {
 	}
 	err := syscall.Exec(spec.Path, spec.Args, spec.Env)
 	return fmt.Errorf("starting %s: %w", spec.Path, err)
+}
+
+// dropCapabilities clears this thread's ambient, effective, permitted and
+// inheritable capabilities.
+func dropCapabilities() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	var data [2]unix.CapUserData
+	return unix.Capset(&unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}, &data[0])
 }
 
 // loopbackUp sets the IFF_UP flag of "lo" in the launcher's (new, empty)
@@ -228,6 +247,9 @@ func ProcAttr(spec *Spec, attr *syscall.SysProcAttr) {
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
+		// For bringing up the namespace's loopback; dropped before the
+		// server's exec.
+		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_ADMIN)
 	}
 }
 

@@ -52,6 +52,13 @@ func helper(h string) int {
 		}
 		c.Close()
 		fmt.Println("connected")
+	case "caps":
+		b, _ := os.ReadFile("/proc/self/status")
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "Cap") {
+				fmt.Println(l)
+			}
+		}
 	case "env":
 		for _, kv := range os.Environ() {
 			fmt.Println(kv)
@@ -314,4 +321,53 @@ func TestDefaultsNeverOpenHome(t *testing.T) {
 	if err == nil || !strings.Contains(stdout, "permission denied") {
 		t.Fatalf("read ~/.ssh: want permission denied; got %v, stdout %q, stderr %q", err, stdout, stderr)
 	}
+}
+
+// As a user other than root, network = "none" takes a user namespace too:
+// the server cannot reach the host's listeners, and the launcher's ambient
+// CAP_NET_ADMIN (for the loopback) does not reach the server. As root the
+// test runs itself again as nobody (uid 65534), from a copy of the test
+// binary that user may execute.
+func TestNetworkNoneAsUserLeavesNoCapabilities(t *testing.T) {
+	needLandlock(t, 3)
+	if os.Geteuid() == 0 {
+		runAsNobody(t, "TestNetworkNoneAsUserLeavesNoCapabilities|TestNetworkNoneReachesNoHostListener")
+		return
+	}
+	stdout, stderr, err := run(t, helperSpec(t, &config.Sandbox{Network: config.NetworkNone}, "caps"))
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] != "CapBnd:" && strings.Trim(f[1], "0") != "" {
+			t.Errorf("the server has capabilities: %s", l)
+		}
+	}
+}
+
+// runAsNobody runs the tests matching pattern in a copy of this test binary
+// as uid and gid 65534 and fails unless they all pass.
+func runAsNobody(t *testing.T, pattern string) {
+	t.Helper()
+	dir := t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o777)
+	}
+	b, err := os.ReadFile(mustSelf(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sandbox.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.v", "-test.run=^("+pattern+")$")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "TMPDIR=" + dir}
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.Contains(string(out), "--- SKIP") || !strings.Contains(string(out), "--- PASS") {
+		t.Fatalf("as uid 65534: %v\n%s", err, out)
+	}
+	t.Logf("as uid 65534:\n%s", out)
 }
