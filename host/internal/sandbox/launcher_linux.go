@@ -69,6 +69,9 @@ func launch(spec *Spec) error {
 		}
 	}
 	err := syscall.Exec(spec.Path, spec.Args, spec.Env)
+	if errors.Is(err, syscall.EACCES) && spec.Landlock != nil {
+		return fmt.Errorf("starting %s: %w (if it is a script, is the interpreter on its #! line outside the sandbox's read paths? `mcpvisor sandbox NAME` lists them)", spec.Path, err)
+	}
 	return fmt.Errorf("starting %s: %w", spec.Path, err)
 }
 

@@ -215,6 +215,9 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		group.Release()
 		closeAll(inR, inW, outR, outW, errR, errW)
 		removeTmp()
+		if spec.OwnNetwork && errors.Is(err, syscall.EPERM) {
+			return nil, fmt.Errorf("%w: starting %q: %w: network = \"none\" needs a network namespace (and, when mcpvisor is not root, a user namespace), which this system refused (docs/sandbox.md, \"Kernel requirements\")", recovery.ErrCannotStart, cfg.Command, err)
+		}
 		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, fs.ErrNotExist) {
 			// Not executable, not a program, or its working directory
 			// is missing: no retry can fix that.
