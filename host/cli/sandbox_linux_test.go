@@ -87,4 +87,9 @@ server "plain" {
 	if code, _, _ = run("sandbox", "-config", cfg); code != 2 {
 		t.Errorf("sandbox without a server: exit %d, want 2", code)
 	}
+	// validate accepts the file and warns about the missing path.
+	code, _, errOut = run("validate", "-config", cfg)
+	if code != 0 || !strings.Contains(errOut, `server "gone": sandbox path `+filepath.Join(dir, "missing")+" does not exist") {
+		t.Errorf("validate: want exit 0 and a warning naming the missing path; got %d %q", code, errOut)
+	}
 }
