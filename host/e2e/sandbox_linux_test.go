@@ -85,3 +85,52 @@ server "fs" {
 	}
 	t.Logf("outside: %s", text)
 }
+
+// TestEverythingNpxUnderSandbox: server-everything started through npx
+// (offline, from the npm prefix) under a sandbox whose own rules are only
+// the prefix and network = "none": the runtime defaults for npx — node's
+// installation, the npm cache in the test's HOME, created by mcpvisor —
+// are enough for npx and the server it starts, and the echo tool answers
+// through mcpvisor.
+func TestEverythingNpxUnderSandbox(t *testing.T) {
+	t.Parallel()
+	tl := requireTools(t)
+	npx, err := lookNpx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := newTestEnv(t)
+	listen := freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf(`host { listen = %s }
+
+server "everything" {
+  command = %s
+  args    = ["--prefix", %s, "--offline", "--no-install", "mcp-server-everything", "stdio"]
+  env     = { npm_config_update_notifier = "false" }
+  sandbox {
+    read    = [%s]
+    network = "none"
+  }
+}
+`, hclString(listen), hclString(npx), hclString(tl.NpmDir), hclString(tl.NpmDir)))
+
+	h := startHost(t, tl, env, cfg, listen)
+	cs := connectAt(t, h.URL, "2025-11-25")
+	deadline := time.Now().Add(toolsTimeout)
+	for {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: exposedEchoTool, Arguments: map[string]any{"message": "sandboxed"}})
+		if err == nil && !res.IsError {
+			if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !strings.Contains(tc.Text, "sandboxed") {
+				t.Fatalf("echo: %+v", res.Content)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("echo through a sandboxed npx: %v %+v\nmcpvisor:\n%s", err, res, h.output.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st, err := os.Stat(filepath.Join(env.Home, ".npm")); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("the npm cache in HOME: %v (want a 0700 directory mcpvisor created)", err)
+	}
+}
