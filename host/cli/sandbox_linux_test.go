@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 )
 
 // `mcpvisor sandbox NAME` prints the effective rules — the block's and the
@@ -91,5 +94,57 @@ server "plain" {
 	code, _, errOut = run("validate", "-config", cfg)
 	if code != 0 || !strings.Contains(errOut, `server "gone": sandbox path `+filepath.Join(dir, "missing")+" does not exist") {
 		t.Errorf("validate: want exit 0 and a warning naming the missing path; got %d %q", code, errOut)
+	}
+}
+
+// `mcpvisor status` shows each server's sandbox summary in SANDBOX ("-"
+// without one), and -json carries it as "sandbox".
+func TestStatusShowsSandbox(t *testing.T) {
+	addr := freePort(t)
+	cfg := writeConfig(t, fmt.Sprintf(`host {
+  listen = %q
+}
+server "boxed" {
+  command = %q
+  sandbox {
+    read    = [%q]
+    network = "none"
+  }
+}
+server "free" {
+  command = %q
+}
+`, addr, echoBin, filepath.Dir(echoBin), echoBin))
+	startRun(t, nil, cfg, addr)
+	var out string
+	testutil.Eventually(t, 30*time.Second, "both servers ready", func() bool {
+		_, out, _ = runBin(t, nil, "status", "-config", cfg, "-addr", addr)
+		return strings.Count(out, " ready ") == 2
+	})
+	lines := strings.Split(out, "\n")
+	var header, boxed, free string
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "SERVER"):
+			header = l
+		case strings.HasPrefix(l, "boxed"):
+			boxed = l
+		case strings.HasPrefix(l, "free"):
+			free = l
+		}
+	}
+	col := strings.Index(header, "SANDBOX")
+	if col < 0 {
+		t.Fatalf("no SANDBOX column:\n%s", out)
+	}
+	if !strings.HasPrefix(boxed[col:], "landlock: read 1, write 0; net none") {
+		t.Errorf("boxed's SANDBOX: %q\n%s", boxed[col:], out)
+	}
+	if !strings.HasPrefix(free[col:], "- ") {
+		t.Errorf("free's SANDBOX: %q\n%s", free[col:], out)
+	}
+	_, js, _ := runBin(t, nil, "status", "-config", cfg, "-addr", addr, "-json")
+	if !strings.Contains(js, `"sandbox": "landlock: read 1, write 0; net none"`) {
+		t.Errorf("status -json lacks the sandbox:\n%s", js)
 	}
 }
