@@ -105,9 +105,10 @@ func loopbackUp() error {
 }
 
 // configs are go-landlock's configurations by Landlock ABI; the sandbox
-// uses at most ABI 6's rights (filesystem incl. ioctl on devices, TCP
-// connect, the IPC scopes).
-var configs = []landlock.Config{{}, landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5, landlock.V6}
+// uses at most ABI 9's rights (filesystem incl. ioctl on devices and, from
+// ABI 9, connecting to Unix sockets by path; TCP connect; the IPC scopes).
+// ABI 10's UDP rights are not used: the block says nothing about UDP.
+var configs = []landlock.Config{{}, landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5, landlock.V6, landlock.V7, landlock.V8, landlock.V9}
 
 // abi is the kernel's Landlock ABI, 0 without Landlock.
 var abi = kernelABI
@@ -179,14 +180,21 @@ func restrict(l *Landlock) error {
 		}
 	}
 	for _, p := range l.Write {
-		if isDir(p) && use >= 2 {
+		var rule landlock.FSRule
+		switch {
+		case isDir(p) && use >= 2:
 			// Moving files between its directories (ABI 2's refer right).
-			rules = append(rules, landlock.RWDirs(p).WithRefer())
-		} else if isDir(p) {
-			rules = append(rules, landlock.RWDirs(p))
-		} else {
-			rules = append(rules, landlock.RWFiles(p).WithIoctlDev())
+			rule = landlock.RWDirs(p).WithRefer()
+		case isDir(p):
+			rule = landlock.RWDirs(p)
+		default:
+			rule = landlock.RWFiles(p).WithIoctlDev()
 		}
+		if use >= 9 {
+			// Its own Unix sockets, and only those (ABI 9).
+			rule = rule.WithResolveUnix()
+		}
+		rules = append(rules, rule)
 	}
 	for _, port := range l.Connect {
 		rules = append(rules, landlock.ConnectTCP(uint16(port)))
