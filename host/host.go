@@ -41,6 +41,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
@@ -442,7 +443,7 @@ func (h *Host) Status() []ServerStatus {
 		sup, ok := set.sups[srv.Name]
 		if !ok {
 			if srv.Disabled {
-				out = append(out, ServerStatus{Name: srv.Name, Transport: string(srv.Transport), State: StateDisabled, MaxRetries: srv.Reconnect.MaxRetries})
+				out = append(out, ServerStatus{Name: srv.Name, Transport: string(srv.Transport), State: StateDisabled, MaxRetries: srv.Reconnect.MaxRetries, Sandbox: sandbox.Summary(srv.Sandbox)})
 			}
 			continue
 		}

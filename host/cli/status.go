@@ -219,7 +219,7 @@ func authHint(status int) string {
 func printStatus(w io.Writer, doc *host.StatusReport) {
 	sort.SliceStable(doc.Servers, func(i, j int) bool { return doc.Servers[i].Name < doc.Servers[j].Name })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tNEXT ATTEMPT\tGEN\tRETRIES\tBREAKER\tTOOLS\tCALLS\tERRORS\tLAST ERROR")
+	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tNEXT ATTEMPT\tGEN\tRETRIES\tBREAKER\tTOOLS\tCALLS\tERRORS\tSANDBOX\tLAST ERROR")
 	for _, s := range doc.Servers {
 		last := s.LastError
 		if s.LastCallError != "" && s.LastCallErrorAt.After(s.LastErrorAt) {
@@ -241,9 +241,9 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 		if s.CatalogTruncated {
 			tools += " (truncated)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", termSafe(s.Name), termSafe(s.State),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", termSafe(s.Name), termSafe(s.State),
 			since, next, s.Generation, retriesColumn(s),
-			cmp.Or(termSafe(s.Breaker), "-"), tools, s.Calls, s.Errors, termSafe(last))
+			cmp.Or(termSafe(s.Breaker), "-"), tools, s.Calls, s.Errors, cmp.Or(termSafe(s.Sandbox), "-"), termSafe(last))
 	}
 	tw.Flush()
 }

@@ -54,11 +54,12 @@ const (
 	sessionProtocol = "2025-11-25"
 )
 
-// bins holds the binaries TestMain built: "mcpvisor", "echo" and "everything".
+// bins holds the binaries TestMain built: "mcpvisor", "echo", "everything"
+// and "netprobe".
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	code := testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", testutil.Mcpvisor)
+	code := testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", "netprobe", testutil.Mcpvisor)
 	if unixPluginOnce.path != "" {
 		os.RemoveAll(filepath.Dir(unixPluginOnce.path))
 	}
@@ -262,6 +263,8 @@ type serverStatus struct {
 	Pid         int       `json:"pid"`
 	// Generation counts the server's sessions: it grows on every reconnect.
 	Generation uint64 `json:"generation"`
+	// Sandbox summarizes its sandbox block.
+	Sandbox string `json:"sandbox"`
 }
 
 // status returns /status's servers by name.

@@ -75,6 +75,10 @@ type Server struct {
 	Prompts      int `json:"prompts"`
 	// Pid is the server process's pid for stdio servers that are running.
 	Pid int `json:"pid,omitempty"`
+	// Sandbox summarizes the server's sandbox block, "landlock: read 3,
+	// write 1; net none" (the block's own paths; the runtime defaults come
+	// on top, docs/sandbox.md); empty without one.
+	Sandbox string `json:"sandbox,omitempty"`
 	// CatalogTruncated is set when the server's last listing stopped at a
 	// bound of its catalog block (or at a repeated cursor) before the
 	// upstream's end: only the entries up to the bound are exposed.

@@ -44,6 +44,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
@@ -103,6 +105,14 @@ type ProcessConfig struct {
 	MaxMessageSize int64
 	// Server names the server block in the error of such a call.
 	Server string
+
+	// Sandbox, when set, confines the process with the kernel
+	// (docs/design.md §18.1).
+	Sandbox *config.Sandbox
+	// Rlimits are set and Cgroups joined before the command runs
+	// (docs/design.md §18.2).
+	Rlimits []sandbox.Rlimit
+	Cgroups []string
 }
 
 // Process is a running stdio server in its own process group.
@@ -130,6 +140,10 @@ type Process struct {
 	errLimit   *rate.Limiter
 	dropped    int // stderr lines not logged since the last logged one
 
+	// tmp is the private temporary directory of a sandboxed server,
+	// removed once its group is gone.
+	tmp string
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -146,30 +160,64 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		return nil, fmt.Errorf("%w: command %q not found: %w (check `command` and PATH)", recovery.ErrCannotStart, cfg.Command, err)
 	}
 
+	spec, tmp, warning, err := sandbox.Prepare(cfg.Sandbox, cfg.Server, cfg.Command, path, cfg.Args, cfg.Env, cfg.Dir)
+	if err != nil {
+		// A missing path or a kernel without the Landlock it needs: no
+		// retry can fix that.
+		return nil, fmt.Errorf("%w: %w", recovery.ErrCannotStart, err)
+	}
+	if warning != "" {
+		logger.Warn("sandbox not fully enforced: " + warning)
+	}
+	spec.Rlimits, spec.Cgroups = cfg.Rlimits, cfg.Cgroups
+	removeTmp := func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+	}
+	// The launcher (host/internal/sandbox) confines itself and execs the
+	// command in place: same pid, same group, same keeper.
+	cmd := exec.Command(path, cfg.Args...)
+	if spec.Needed() {
+		if cmd, err = sandbox.Command(spec); err != nil {
+			removeTmp()
+			return nil, fmt.Errorf("%w: %w", recovery.ErrCannotStart, err)
+		}
+	}
+
 	inR, inW, err := os.Pipe()
 	if err != nil {
+		removeTmp()
 		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW)
+		removeTmp()
 		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW, outR, outW)
+		removeTmp()
 		return nil, err
 	}
 
 	group := NewProcessGroup(logger)
-	cmd := exec.Command(path, cfg.Args...)
-	cmd.Env = cfg.Env
+	if !spec.Needed() {
+		cmd.Env = cfg.Env
+	}
 	cmd.Dir = cfg.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.SysProcAttr = group.SysProcAttr()
+	sandbox.ProcAttr(spec, cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		group.Release()
 		closeAll(inR, inW, outR, outW, errR, errW)
+		removeTmp()
+		if spec.OwnNetwork && errors.Is(err, syscall.EPERM) {
+			return nil, fmt.Errorf("%w: starting %q: %w: network = \"none\" needs a network namespace (and, when mcpvisor is not root, a user namespace), which this system refused (docs/sandbox.md, \"Kernel requirements\")", recovery.ErrCannotStart, cfg.Command, err)
+		}
 		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, fs.ErrNotExist) {
 			// Not executable, not a program, or its working directory
 			// is missing: no retry can fix that.
@@ -189,6 +237,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		stdout: outR,
 		logger: logger,
 		exited: make(chan struct{}),
+		tmp:    tmp,
 
 		maxMessage: cfg.MaxMessageSize,
 		server:     cfg.Server,
@@ -364,6 +413,10 @@ func (p *Process) Close(ctx context.Context) error {
 }
 
 func (p *Process) stop(ctx context.Context) error {
+	if p.tmp != "" {
+		// Last, once the group is gone or SIGKILLed.
+		defer os.RemoveAll(p.tmp)
+	}
 	p.stdin.Close()
 	defer p.stdout.Close()
 	// The keeper guards the group until stop is done with it.

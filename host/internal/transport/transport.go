@@ -102,6 +102,7 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 
 			MaxMessageSize: messageLimit(srv),
 			Server:         srv.Name,
+			Sandbox:        srv.Sandbox,
 		}}, nil
 	case config.TransportStreamable, config.TransportSSE:
 		hc := opts.HTTPClient

@@ -85,6 +85,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 	"github.com/mcpvisor/mcpvisor/host/status"
@@ -310,6 +311,7 @@ func (s *Supervisor) Status() Status {
 		Name:       s.name,
 		Transport:  string(s.cfg.Transport),
 		MaxRetries: s.cfg.Reconnect.MaxRetries,
+		Sandbox:    sandbox.Summary(s.cfg.Sandbox),
 	}
 	s.life.status(&st)
 	switch st.State {
