@@ -1,0 +1,625 @@
+package resources
+
+/*
+Design note: where a server's cgroup lives (docs/design.md §18.2).
+
+A server's cgroup is a child of mcpvisor's own, so whatever bounds
+mcpvisor (a systemd unit's MemoryMax, a container's limit) still bounds
+its servers:
+
+  - cgroup v1 (a hierarchy per controller): <mount>/<own>/mcpvisor/<name>
+    in the memory and in the pids hierarchy. v1 allows processes in inner
+    cgroups, so nothing has to move.
+  - cgroup v2 (one hierarchy): <mount>/<own>/mcpvisor/<name>, with the
+    memory and pids controllers enabled in <own> and in mcpvisor/. v2 lets
+    a cgroup enable controllers for its children only while it holds no
+    processes itself (the root cgroup excepted); so when <own> is not the
+    root and holds mcpvisor alone (a systemd unit with Delegate=yes),
+    mcpvisor first moves itself into <own>/mcpvisor-host. When it holds
+    other processes too, or is not writable, there is no cgroup.
+
+<name> is "<server>-<mcpvisor's pid>-<n>". A cgroup left behind by an
+mcpvisor that was SIGKILLed (its servers are gone with it: the group
+keeper) is empty; the next mcpvisor removes such cgroups of dead pids.
+
+Without a cgroup for a controller the limit falls back: memory to sampling
+the process group's RSS, processes to RLIMIT_NPROC (which counts every
+process of the server's user, and which root is exempt from).
+*/
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// subtreeName is the cgroup under mcpvisor's own that holds one
+	// cgroup per running server with limits.
+	subtreeName = "mcpvisor"
+	// hostLeafName is the cgroup v2 leaf mcpvisor moves itself into so
+	// that its own cgroup may delegate controllers (see the note above).
+	hostLeafName = "mcpvisor-host"
+	// removeTimeout bounds how long Close waits for a cgroup's last
+	// processes to be reaped before it leaves the directory behind.
+	removeTimeout = 2 * time.Second
+	// removePoll is how often Close retries the removal meanwhile.
+	removePoll = 20 * time.Millisecond
+)
+
+// hierarchy is where one controller's cgroups are made.
+type hierarchy struct {
+	v2     bool
+	parent string // the mcpvisor subtree: created, controllers enabled
+}
+
+// hierarchies finds, once per process, where the memory and pids
+// controllers can make cgroups; a missing entry means no cgroup for it.
+var hierarchies = sync.OnceValue(findHierarchies)
+
+// seq numbers the cgroups this process makes.
+var seq atomic.Uint64
+
+// Group is the limits of one server process and its process group.
+type Group struct {
+	limits   Limits
+	sentinel error
+	logger   hclog.Logger
+
+	memDir  string // the cgroup with the memory limit; "" for sampling
+	pidsDir string // the cgroup with the pids limit; "" for RLIMIT_NPROC
+	v2      bool   // memDir (and pidsDir, the same directory) is cgroup v2
+	dirs    []string
+	rlimits []Rlimit
+
+	closeOnce sync.Once
+}
+
+// New prepares the limits l of one process of server: it creates the
+// cgroups it can (with their limits set) and chooses rlimits for the
+// rest. sentinel is what the MemoryLimitError of a stop matches. A cgroup
+// that cannot be made is logged at debug level and falls back as the
+// package comment says; New does not fail.
+func New(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	g := &Group{limits: l, sentinel: sentinel, logger: logger}
+	hs := hierarchies()
+	name := cgroupName(server)
+	if l.Memory > 0 || l.Processes > 0 {
+		if h, ok := hs["memory"]; ok && h.v2 && (l.Processes == 0 || hs["pids"] == h) {
+			// One directory carries both limits.
+			if dir, err := g.makeV2(h.parent, name); err != nil {
+				logger.Debug("no cgroup for the server's limits", "error", err)
+			} else {
+				g.memDir, g.v2 = dir, true
+				if l.Processes > 0 {
+					g.pidsDir = dir
+				}
+			}
+		} else {
+			if h, ok := hs["memory"]; ok && !h.v2 && l.Memory > 0 {
+				if dir, err := g.makeV1(h.parent, name, "memory"); err != nil {
+					logger.Debug("no memory cgroup for the server's limits", "error", err)
+				} else {
+					g.memDir = dir
+				}
+			}
+			if h, ok := hs["pids"]; ok && !h.v2 && l.Processes > 0 {
+				if dir, err := g.makeV1(h.parent, name, "pids"); err != nil {
+					logger.Debug("no pids cgroup for the server's limits", "error", err)
+				} else {
+					g.pidsDir = dir
+				}
+			}
+		}
+		if l.Memory == 0 {
+			g.memDir = ""
+		}
+	}
+	if l.OpenFiles > 0 {
+		g.rlimits = append(g.rlimits, Rlimit{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.OpenFiles), Max: uint64(l.OpenFiles)})
+	}
+	if l.Processes > 0 && g.pidsDir == "" {
+		g.rlimits = append(g.rlimits, Rlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(l.Processes), Max: uint64(l.Processes)})
+	}
+	return g
+}
+
+// cgroupName is the name of the next cgroup of server: its name with
+// anything but letters, digits, '_' and '.' replaced, mcpvisor's pid and
+// a sequence number.
+func cgroupName(server string) string {
+	clean := []byte(server)
+	for i, c := range clean {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.') {
+			clean[i] = '_'
+		}
+	}
+	if len(clean) > 64 {
+		clean = clean[:64]
+	}
+	return fmt.Sprintf("%s-%d-%d", clean, os.Getpid(), seq.Add(1))
+}
+
+// makeV2 creates the server's cgroup v2 directory with its limits.
+func (g *Group) makeV2(parent, name string) (string, error) {
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	g.dirs = append(g.dirs, dir)
+	var err error
+	if g.limits.Memory > 0 {
+		err = writeFile(dir, "memory.max", strconv.FormatInt(g.limits.Memory, 10))
+		// No swap: a server over its limit is stopped, not swapped out
+		// (absent without swap accounting). Kill the whole cgroup on an
+		// OOM, not one process of it.
+		writeFile(dir, "memory.swap.max", "0")
+		writeFile(dir, "memory.oom.group", "1")
+	}
+	if err == nil && g.limits.Processes > 0 {
+		err = writeFile(dir, "pids.max", strconv.Itoa(g.limits.Processes))
+	}
+	if err != nil {
+		os.Remove(dir)
+		g.dirs = g.dirs[:len(g.dirs)-1]
+		return "", err
+	}
+	return dir, nil
+}
+
+// makeV1 creates the server's cgroup in the v1 hierarchy of controller.
+func (g *Group) makeV1(parent, name, controller string) (string, error) {
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	var err error
+	switch controller {
+	case "memory":
+		err = writeFile(dir, "memory.limit_in_bytes", strconv.FormatInt(g.limits.Memory, 10))
+		if err == nil {
+			// Memory and swap together at the same bound: no swapping
+			// past the limit (absent without swap accounting).
+			writeFile(dir, "memory.memsw.limit_in_bytes", strconv.FormatInt(g.limits.Memory, 10))
+		}
+	case "pids":
+		err = writeFile(dir, "pids.max", strconv.Itoa(g.limits.Processes))
+	}
+	if err != nil {
+		os.Remove(dir)
+		return "", err
+	}
+	g.dirs = append(g.dirs, dir)
+	return dir, nil
+}
+
+// Mode says how the limits are enforced, for the log: "cgroup v2",
+// "cgroup v1", "sampling" (memory without a cgroup) or "rlimits".
+func (g *Group) Mode() string {
+	switch {
+	case g.memDir != "" && g.v2:
+		return "cgroup v2"
+	case g.memDir != "" || g.pidsDir != "":
+		return "cgroup v1"
+	case g.limits.Memory > 0:
+		return "sampling"
+	default:
+		return "rlimits"
+	}
+}
+
+// CgroupDirs are the cgroups the server's process must join.
+func (g *Group) CgroupDirs() []string { return append([]string(nil), g.dirs...) }
+
+// Spec is what a launcher running in the child before the server's
+// command must do: the same as Apply, from the inside, with no window.
+func (g *Group) Spec() LauncherSpec {
+	return LauncherSpec{Rlimits: append([]Rlimit(nil), g.rlimits...), CgroupDirs: g.CgroupDirs()}
+}
+
+// Apply puts the started process pid into the group's cgroups and sets
+// its rlimits, from the parent.
+//
+// This leaves a window: between the exec of the server and Apply the
+// server runs without its limits, and a child it forks in that window
+// stays outside the cgroups and keeps the old rlimits (processes it starts
+// later inherit them). The window is microseconds of a program's start-up,
+// before it reads its first request; a launcher in the child (Spec) closes
+// it.
+func (g *Group) Apply(pid int) error {
+	for _, dir := range g.dirs {
+		if err := writeFile(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("joining cgroup %s: %w", dir, err)
+		}
+	}
+	for _, r := range g.rlimits {
+		lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
+		if err := unix.Prlimit(pid, r.Resource, &lim, nil); err != nil {
+			return fmt.Errorf("setting %s to %d: %w", rlimitName(r.Resource), r.Cur, err)
+		}
+	}
+	return nil
+}
+
+func rlimitName(res int) string {
+	switch res {
+	case unix.RLIMIT_NOFILE:
+		return "RLIMIT_NOFILE (open_files)"
+	case unix.RLIMIT_NPROC:
+		return "RLIMIT_NPROC (processes)"
+	}
+	return "rlimit " + strconv.Itoa(res)
+}
+
+// MemoryByCgroup reports whether the kernel enforces the memory limit
+// (a memory cgroup) rather than sampling.
+func (g *Group) MemoryByCgroup() bool { return g.memDir != "" }
+
+// OOMKills is how many processes the kernel's OOM killer has killed in
+// the group's memory cgroup (0 without one).
+func (g *Group) OOMKills() uint64 {
+	if g.memDir == "" {
+		return 0
+	}
+	file := "memory.oom_control" // v1: "oom_kill N" since Linux 4.13
+	if g.v2 {
+		file = "memory.events"
+	}
+	f, err := os.Open(filepath.Join(g.memDir, file))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), " ")
+		if k == "oom_kill" {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// Check reports the group over its memory limit: an OOM kill in its
+// memory cgroup, or, without one, the resident memory of process group
+// pgid (leaving out except, its keeper) above the limit. nil when within.
+func (g *Group) Check(pgid, except int) *MemoryLimitError {
+	if g.limits.Memory <= 0 {
+		return nil
+	}
+	if g.memDir != "" {
+		if g.OOMKills() > 0 {
+			return &MemoryLimitError{Limit: g.limits.Memory, OOMKill: true, Sentinel: g.sentinel}
+		}
+		return nil
+	}
+	if u, ok := GroupUsage(pgid, except); ok && u.RSS > g.limits.Memory {
+		return &MemoryLimitError{Limit: g.limits.Memory, RSS: u.RSS, Sentinel: g.sentinel}
+	}
+	return nil
+}
+
+// Watch checks the memory limit every SampleInterval until done closes,
+// and calls over once, then returns, when the group is over it. It
+// returns at once without a memory limit.
+func (g *Group) Watch(pgid, except int, done <-chan struct{}, over func(*MemoryLimitError)) {
+	if g.limits.Memory <= 0 {
+		return
+	}
+	t := time.NewTicker(SampleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if e := g.Check(pgid, except); e != nil {
+			over(e)
+			return
+		}
+	}
+}
+
+// Close kills what is left in the group's cgroups (processes that left
+// the process group) and removes them. Call it once the process group is
+// gone.
+func (g *Group) Close() {
+	g.closeOnce.Do(func() {
+		for _, dir := range g.dirs {
+			removeCgroup(dir, g.logger)
+		}
+	})
+}
+
+// removeCgroup kills a cgroup's processes and removes it, waiting up to
+// removeTimeout for them to be reaped.
+func removeCgroup(dir string, logger hclog.Logger) {
+	deadline := time.Now().Add(removeTimeout)
+	for {
+		err := os.Remove(dir)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			logger.Warn("cannot remove the server's cgroup; remove it by hand once it is empty", "cgroup", dir, "error", err)
+			return
+		}
+		if writeFile(dir, "cgroup.kill", "1") != nil {
+			for _, pid := range cgroupPids(dir) {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(removePoll)
+	}
+}
+
+// cgroupPids lists the processes in cgroup dir.
+func cgroupPids(dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func writeFile(dir, name, value string) error {
+	return os.WriteFile(filepath.Join(dir, name), []byte(value), 0o644)
+}
+
+// findHierarchies finds where this process may make the memory and pids
+// cgroups of its servers (the design note above).
+func findHierarchies() map[string]hierarchy {
+	return findHierarchiesIn("/proc/self/mountinfo", "/proc/self/cgroup")
+}
+
+func findHierarchiesIn(mountinfo, selfCgroup string) map[string]hierarchy {
+	own := ownCgroups(selfCgroup)
+	hs := map[string]hierarchy{}
+	mounts := cgroupMounts(mountinfo)
+	var v2 *cgroupMount
+	for i, m := range mounts {
+		if m.v2 {
+			if v2 == nil {
+				v2 = &mounts[i]
+			}
+			continue
+		}
+		for _, c := range []string{"memory", "pids"} {
+			if _, done := hs[c]; done || !m.controllers[c] {
+				continue
+			}
+			if dir, ok := m.dirOf(own[c]); ok {
+				parent := filepath.Join(dir, subtreeName)
+				if err := os.MkdirAll(parent, 0o755); err == nil {
+					hs[c] = hierarchy{parent: parent}
+					removeStale(parent)
+				}
+			}
+		}
+	}
+	if v2 != nil {
+		var want []string
+		for _, c := range []string{"memory", "pids"} {
+			if _, done := hs[c]; !done {
+				want = append(want, c)
+			}
+		}
+		if len(want) > 0 {
+			if parent, ok := v2Parent(v2, own[""], want); ok {
+				for _, c := range want {
+					hs[c] = hierarchy{v2: true, parent: parent}
+				}
+				removeStale(parent)
+			}
+		}
+	}
+	return hs
+}
+
+// v2Parent makes the mcpvisor subtree in the cgroup v2 hierarchy with the
+// controllers want enabled for its children.
+func v2Parent(m *cgroupMount, own string, want []string) (string, bool) {
+	base, ok := m.dirOf(own)
+	if !ok {
+		return "", false
+	}
+	avail, err := os.ReadFile(filepath.Join(base, "cgroup.controllers"))
+	if err != nil {
+		return "", false
+	}
+	have := strings.Fields(string(avail))
+	for _, c := range want {
+		if !contains(have, c) {
+			return "", false
+		}
+	}
+	enable := func(dir string) error {
+		for _, c := range want {
+			if err := writeFile(dir, "cgroup.subtree_control", "+"+c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := enable(base); errors.Is(err, syscall.EBUSY) && own != "/" {
+		// base holds processes: move mcpvisor into a leaf of its own, if
+		// it is base's only process, and try again.
+		if pids := cgroupPids(base); len(pids) != 1 || pids[0] != os.Getpid() {
+			return "", false
+		}
+		leaf := filepath.Join(base, hostLeafName)
+		if err := os.MkdirAll(leaf, 0o755); err != nil {
+			return "", false
+		}
+		if err := writeFile(leaf, "cgroup.procs", "0"); err != nil {
+			return "", false
+		}
+		if enable(base) != nil {
+			return "", false
+		}
+	} else if err != nil {
+		return "", false
+	}
+	parent := filepath.Join(base, subtreeName)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", false
+	}
+	if enable(parent) != nil {
+		return "", false
+	}
+	return parent, true
+}
+
+// removeStale removes the empty cgroups under parent whose mcpvisor (the
+// pid in their name) is gone.
+func removeStale(parent string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		parts := strings.Split(e.Name(), "-")
+		if len(parts) < 3 {
+			continue
+		}
+		pid, err := strconv.Atoi(parts[len(parts)-2])
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.Remove(filepath.Join(parent, e.Name())) // fails while not empty
+		}
+	}
+}
+
+// cgroupMount is one mounted cgroup hierarchy.
+type cgroupMount struct {
+	v2          bool
+	point, root string // mount point; the hierarchy's path mounted there
+	controllers map[string]bool
+}
+
+// dirOf is the directory of the hierarchy's cgroup path p.
+func (m cgroupMount) dirOf(p string) (string, bool) {
+	if p == "" {
+		return "", false
+	}
+	rel, err := filepath.Rel(m.root, p)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", false
+	}
+	return filepath.Join(m.point, rel), true
+}
+
+// cgroupMounts reads the cgroup and cgroup2 mounts of a mountinfo file.
+func cgroupMounts(path string) []cgroupMount {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var ms []cgroupMount
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID parent major:minor root point options [optional…] - type source superoptions
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if len(a) < 5 || len(b) < 3 {
+			continue
+		}
+		m := cgroupMount{root: unescapeMount(a[3]), point: unescapeMount(a[4]), controllers: map[string]bool{}}
+		switch b[0] {
+		case "cgroup2":
+			m.v2 = true
+		case "cgroup":
+			for _, o := range strings.Split(b[2], ",") {
+				m.controllers[o] = true
+			}
+		default:
+			continue
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// ownCgroups reads /proc/self/cgroup: controller → this process's cgroup
+// path in that v1 hierarchy, and "" → its cgroup v2 path.
+func ownCgroups(path string) map[string]string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	own := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			own[""] = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			own[c] = parts[2]
+		}
+	}
+	return own
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
