@@ -72,7 +72,8 @@ var hierarchies = sync.OnceValue(findHierarchies)
 // seq numbers the cgroups this process makes.
 var seq atomic.Uint64
 
-// Group is the limits of one server process and its process group.
+// Group is the limits of one server process and its process group. Apply
+// and Close may be called on a nil *Group (no limits): they do nothing.
 type Group struct {
 	limits   Limits
 	sentinel error
@@ -242,6 +243,9 @@ func (g *Group) Spec() LauncherSpec {
 // before it reads its first request; a launcher in the child (Spec) closes
 // it.
 func (g *Group) Apply(pid int) error {
+	if g == nil {
+		return nil
+	}
 	for _, dir := range g.dirs {
 		if err := writeFile(dir, "cgroup.procs", strconv.Itoa(pid)); err != nil {
 			return fmt.Errorf("joining cgroup %s: %w", dir, err)
@@ -341,6 +345,9 @@ func (g *Group) Watch(pgid, except int, done <-chan struct{}, over func(*MemoryL
 // the process group) and removes them. Call it once the process group is
 // gone.
 func (g *Group) Close() {
+	if g == nil {
+		return
+	}
 	g.closeOnce.Do(func() {
 		for _, dir := range g.dirs {
 			removeCgroup(dir, g.logger)

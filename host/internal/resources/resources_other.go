@@ -24,7 +24,7 @@ func (g *Group) Spec() LauncherSpec { return LauncherSpec{} }
 
 // Apply fails when there are limits to enforce.
 func (g *Group) Apply(pid int) error {
-	if g.limits.IsZero() {
+	if g == nil || g.limits.IsZero() {
 		return nil
 	}
 	return ErrUnsupported

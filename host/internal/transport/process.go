@@ -37,6 +37,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/resources"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
@@ -103,6 +106,13 @@ type ProcessConfig struct {
 	MaxMessageSize int64
 	// Server names the server block in the error of such a call.
 	Server string
+	// Limits bounds the process group's memory, processes and open files
+	// (the server's limits block; docs/design.md §18.2). Zero: no limits.
+	Limits config.Limits
+	// OnLimitStop, if set, is called once when the process group is
+	// stopped for going over its memory limit, with the reason (which
+	// wraps ErrMemoryLimit), before the stop begins.
+	OnLimitStop func(err error)
 }
 
 // Process is a running stdio server in its own process group.
@@ -132,6 +142,13 @@ type Process struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	// limits enforces ProcessConfig.Limits; nil without limits.
+	limits      *resources.Group
+	onLimitStop func(error)
+	// memErr is set when the group was stopped (or OOM-killed) for its
+	// memory limit; Err then wraps it.
+	memErr atomic.Pointer[resources.MemoryLimitError]
 }
 
 // StartProcess starts the process. The returned Process's Transport speaks
@@ -161,6 +178,10 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		return nil, err
 	}
 
+	var limits *resources.Group
+	if !cfg.Limits.IsZero() {
+		limits = resources.New(cfg.Server, cfg.Limits, ErrMemoryLimit, logger)
+	}
 	group := NewProcessGroup(logger)
 	cmd := exec.Command(path, cfg.Args...)
 	cmd.Env = cfg.Env
@@ -169,6 +190,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	cmd.SysProcAttr = group.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		group.Release()
+		limits.Close()
 		closeAll(inR, inW, outR, outW, errR, errW)
 		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, fs.ErrNotExist) {
 			// Not executable, not a program, or its working directory
@@ -181,6 +203,15 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	// The child has its copies; ours of its ends must go, or we would never
 	// see EOF on stdout.
 	closeAll(inR, outW, errW)
+	if err := limits.Apply(cmd.Process.Pid); err != nil {
+		// A server must not run without the limits it was given.
+		group.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		group.Release()
+		limits.Close()
+		closeAll(inW, outR, errR)
+		return nil, fmt.Errorf("%w: server %q: its limits cannot be applied: %w (see docs/sandbox.md, \"Limits\")", recovery.ErrCannotStart, cfg.Server, err)
+	}
 
 	p := &Process{
 		cmd:    cmd,
@@ -195,6 +226,14 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 
 		strayLimit: rate.NewLimiter(strayRate, strayBurst),
 		errLimit:   rate.NewLimiter(stderrRate, stderrBurst),
+
+		limits:      limits,
+		onLimitStop: cfg.OnLimitStop,
+	}
+	if limits != nil {
+		logger.Debug("server process limits applied", "pid", cmd.Process.Pid, "mode", limits.Mode(),
+			"memory", config.FormatSize(cfg.Limits.Memory), "processes", cfg.Limits.Processes, "open_files", cfg.Limits.OpenFiles)
+		go limits.Watch(group.Pgid(), group.Keeper(), p.exited, p.overMemory)
 	}
 	stderrDone := make(chan struct{})
 	go p.readStderr(errR, stderrDone)
@@ -208,6 +247,13 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		p.waitErr = err
+		if limits != nil && limits.MemoryByCgroup() {
+			// A kernel OOM kill in the memory cgroup is the same reason
+			// as a sampled excess.
+			if e := limits.Check(0, 0); e != nil && p.memErr.CompareAndSwap(nil, e) {
+				p.limitStopped(e)
+			}
+		}
 		close(p.exited)
 	}()
 	return p, nil
@@ -304,6 +350,18 @@ func readCappedLine(br *bufio.Reader) (line []byte, cut int, err error) {
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 var _ ProcessLink = (*Process)(nil)
+var _ UsageReporter = (*Process)(nil)
+
+// Usage is what a server's process group uses (resources.Usage).
+type Usage = resources.Usage
+
+// UsageReporter is a link whose process group can be measured, for
+// status and the metrics gauges.
+type UsageReporter interface {
+	// Usage measures the group; ok is false once it has exited or where
+	// it cannot be measured.
+	Usage() (u Usage, ok bool)
+}
 
 // Transport returns the JSON-RPC transport over the process's stdio.
 func (p *Process) Transport() mcp.Transport {
@@ -321,7 +379,9 @@ func (p *Process) tooLarge(limit int64) error {
 func (p *Process) Done() <-chan struct{} { return p.exited }
 
 // Err describes how the process exited, with the last stderr lines. It wraps
-// recovery.ErrProcessExited. It is nil while the process runs.
+// recovery.ErrProcessExited, and ErrMemoryLimit when the group was stopped
+// (or OOM-killed) for its memory limit: "memory limit 512MiB exceeded".
+// It is nil while the process runs.
 func (p *Process) Err() error {
 	select {
 	case <-p.exited:
@@ -338,6 +398,15 @@ func (p *Process) Err() error {
 	tail := strings.Join(p.tail, "\n")
 	stray := p.stray
 	p.tailMu.Unlock()
+	if e := p.memErr.Load(); e != nil {
+		return fmt.Errorf("%w: %w (%s)%s", recovery.ErrProcessExited, e, how, tailNote(tail, stray))
+	}
+	return fmt.Errorf("%w (%s)%s", recovery.ErrProcessExited, how, tailNote(tail, stray))
+}
+
+// tailNote is what Err adds of the last stderr lines and the first stray
+// stdout line.
+func tailNote(tail, stray string) string {
 	var more string
 	if tail != "" {
 		more += "; last stderr: " + recovery.Redact(lastLines(tail, 3))
@@ -345,7 +414,44 @@ func (p *Process) Err() error {
 	if stray != "" {
 		more += fmt.Sprintf("; it wrote %q to stdout, which is for MCP messages only", recovery.Redact(stray))
 	}
-	return fmt.Errorf("%w (%s)%s", recovery.ErrProcessExited, how, more)
+	return more
+}
+
+// overMemory is told by the limits' watcher that the group is over its
+// memory limit: the group is stopped through Close, and the exit that
+// follows is a crash whose error wraps ErrMemoryLimit, so the supervisor
+// restarts the server and counts it against the retry budget.
+func (p *Process) overMemory(e *resources.MemoryLimitError) {
+	if !p.memErr.CompareAndSwap(nil, e) {
+		return
+	}
+	p.limitStopped(e)
+	go p.Close(context.Background())
+}
+
+// limitStopped logs a memory-limit stop and tells OnLimitStop.
+func (p *Process) limitStopped(e *resources.MemoryLimitError) {
+	kv := []any{"pid", p.Pid(), "limit", config.FormatSize(e.Limit)}
+	if e.OOMKill {
+		kv = append(kv, "by", "kernel OOM killer in the server's memory cgroup")
+	} else {
+		kv = append(kv, "rss", config.FormatSize(e.RSS))
+	}
+	p.logger.Warn(e.Error()+"; stopping the server's process group, the supervisor restarts it", kv...)
+	if p.onLimitStop != nil {
+		p.onLimitStop(e)
+	}
+}
+
+// Usage measures the process group (its keeper left out); ok is false
+// once the server has exited, or where it cannot be measured.
+func (p *Process) Usage() (u resources.Usage, ok bool) {
+	select {
+	case <-p.exited:
+		return resources.Usage{}, false
+	default:
+	}
+	return resources.GroupUsage(p.group.Pgid(), p.group.Keeper())
 }
 
 // StderrTail returns the last lines the process wrote to stderr.
@@ -364,6 +470,8 @@ func (p *Process) Close(ctx context.Context) error {
 }
 
 func (p *Process) stop(ctx context.Context) error {
+	// Runs last: the cgroups go once the group is gone.
+	defer p.limits.Close()
 	p.stdin.Close()
 	defer p.stdout.Close()
 	// The keeper guards the group until stop is done with it.
