@@ -363,6 +363,7 @@ func (s *Supervisor) Status() Status {
 		MaxRetries:  s.cfg.Reconnect.MaxRetries,
 		NextAttempt: s.nextAttempt,
 		LastErrorAt: s.lastErrAt,
+		MemoryLimit: s.cfg.Limits.Memory,
 	}
 	if s.lastErr != nil {
 		st.LastError = recovery.Redact(s.lastErr.Error())
@@ -383,6 +384,11 @@ func (s *Supervisor) Status() Status {
 	if cur := s.cur.Load(); cur != nil {
 		if p, ok := cur.link.(transport.ProcessLink); ok {
 			st.Pid = p.Pid()
+		}
+		if u, ok := cur.link.(transport.UsageReporter); ok {
+			if use, ok := u.Usage(); ok {
+				st.RSSBytes, st.CPUSeconds = use.RSS, use.CPU.Seconds()
+			}
 		}
 	}
 	return st
