@@ -242,11 +242,24 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 		TokenStore: store,
 
 		ResultBudget: h.results,
+		LimitStop:    h.limitStopped,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return h.supervisorFor(srv, d), nil
+}
+
+// limitStopped records in the audit log that server's process group was
+// stopped for going over its memory limit (transport logs it; the
+// supervisor restarts the server).
+func (h *Host) limitStopped(server string, err error) {
+	if h.audit == nil {
+		return
+	}
+	if aerr := h.audit.RecordEvent(server, audit.EventMemoryLimit, err); aerr != nil {
+		h.logger.Error("audit log write failed", "path", h.audit.Path(), "error", aerr)
+	}
 }
 
 // supervisorFor makes the supervisor of srv, reaching it through d (nil

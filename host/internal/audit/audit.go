@@ -219,7 +219,42 @@ func (l *Log) Record(c *upstream.Call, traceID string, who *identity.Subject) er
 			line.Result = l.payload(b)
 		}
 	}
-	b, err := json.Marshal(line)
+	return l.write(line)
+}
+
+// Event is an audit record of something that happened to a server
+// outside any call: its process group stopped for going over its memory
+// limit (docs/sandbox.md "Limits"). It has "event" where a call's record
+// has "method".
+type Event struct {
+	// Time is when it happened (UTC).
+	Time time.Time `json:"time"`
+	// Replica is the host block's replica: which process saw it.
+	Replica string `json:"replica,omitempty"`
+	// Server is the server block.
+	Server string `json:"server"`
+	// Event names what happened: EventMemoryLimit.
+	Event string `json:"event"`
+	// Error is the reason, redacted ("memory limit 512MiB exceeded").
+	Error string `json:"error,omitempty"`
+}
+
+// EventMemoryLimit is the event of a server stopped for its memory limit.
+const EventMemoryLimit = "memory_limit"
+
+// RecordEvent writes the line for event of server, with err as its reason
+// (nil: none).
+func (l *Log) RecordEvent(server, event string, err error) error {
+	e := Event{Time: time.Now().UTC(), Replica: l.replica, Server: server, Event: event}
+	if err != nil {
+		e.Error = RedactText(err.Error())
+	}
+	return l.write(e)
+}
+
+// write appends v as one JSON line.
+func (l *Log) write(v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
