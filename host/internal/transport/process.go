@@ -231,8 +231,17 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		onLimitStop: cfg.OnLimitStop,
 	}
 	if limits != nil {
-		logger.Debug("server process limits applied", "pid", cmd.Process.Pid, "mode", limits.Mode(),
-			"memory", config.FormatSize(cfg.Limits.Memory), "processes", cfg.Limits.Processes, "open_files", cfg.Limits.OpenFiles)
+		kv := []any{"pid", cmd.Process.Pid, "mode", limits.Mode()}
+		if l := cfg.Limits; l.Memory > 0 {
+			kv = append(kv, "memory", config.FormatSize(l.Memory))
+		}
+		if l := cfg.Limits; l.Processes > 0 {
+			kv = append(kv, "processes", l.Processes)
+		}
+		if l := cfg.Limits; l.OpenFiles > 0 {
+			kv = append(kv, "open_files", l.OpenFiles)
+		}
+		logger.Debug("server process limits applied", kv...)
 		go limits.Watch(group.Pgid(), group.Keeper(), p.exited, p.overMemory)
 	}
 	stderrDone := make(chan struct{})
