@@ -131,12 +131,31 @@ func New(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
 			g.memDir = ""
 		}
 	}
+	g.setRlimits()
+	return g
+}
+
+// setRlimits chooses the rlimits: open files always, processes where no
+// pids cgroup bounds them.
+func (g *Group) setRlimits() {
+	l := g.limits
 	if l.OpenFiles > 0 {
 		g.rlimits = append(g.rlimits, Rlimit{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.OpenFiles), Max: uint64(l.OpenFiles)})
 	}
 	if l.Processes > 0 && g.pidsDir == "" {
 		g.rlimits = append(g.rlimits, Rlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(l.Processes), Max: uint64(l.Processes)})
 	}
+}
+
+// NewWithoutCgroups is New for where no cgroup may be made: memory is
+// sampled and processes bounded by RLIMIT_NPROC, as on a machine without
+// cgroups.
+func NewWithoutCgroups(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	g := &Group{limits: l, sentinel: sentinel, logger: logger}
+	g.setRlimits()
 	return g
 }
 

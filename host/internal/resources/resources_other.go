@@ -13,6 +13,11 @@ func New(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
 	return &Group{limits: l}
 }
 
+// NewWithoutCgroups is New: off Linux there are no cgroups anyway.
+func NewWithoutCgroups(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
+	return New(server, l, sentinel, logger)
+}
+
 // Mode is "none": no limits off Linux.
 func (g *Group) Mode() string { return "none" }
 

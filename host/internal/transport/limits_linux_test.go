@@ -159,3 +159,26 @@ func TestOpenFilesLimitApplied(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Without a memory cgroup the limit is enforced by sampling the group's
+// RSS: the process is stopped through Close (stdin, SIGTERM, SIGKILL),
+// and its exit wraps ErrMemoryLimit all the same.
+func TestSampledMemoryLimitStop(t *testing.T) {
+	defer transport.WithoutCgroups()()
+	stopped := make(chan error, 1)
+	p := startLimited(t, "hog 256", config.Limits{Memory: 32 << 20}, func(err error) { stopped <- err })
+	tell(t, p)
+	select {
+	case <-p.Done():
+	case <-time.After(hangGuard):
+		t.Fatalf("a process holding 256MiB under a sampled 32MiB limit still runs after %s", hangGuard)
+	}
+	p.Close(context.Background())
+	err := p.Err()
+	if !errors.Is(err, transport.ErrMemoryLimit) || !strings.Contains(err.Error(), "memory limit 32MiB exceeded") {
+		t.Fatalf("Err() = %v; want it to wrap ErrMemoryLimit, saying \"memory limit 32MiB exceeded\"", err)
+	}
+	if e := <-stopped; !errors.Is(e, transport.ErrMemoryLimit) {
+		t.Fatalf("OnLimitStop got %v", e)
+	}
+}

@@ -88,6 +88,11 @@ const (
 	maxStderrLine = 8 << 10
 )
 
+// newLimits makes a server process's limits; the tests swap in
+// resources.NewWithoutCgroups to try the fallback on a machine with
+// cgroups.
+var newLimits = resources.New
+
 // ProcessConfig describes a stdio server process.
 type ProcessConfig struct {
 	// Command is the program; looked up in PATH when it has no slash.
@@ -180,7 +185,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 
 	var limits *resources.Group
 	if !cfg.Limits.IsZero() {
-		limits = resources.New(cfg.Server, cfg.Limits, ErrMemoryLimit, logger)
+		limits = newLimits(cfg.Server, cfg.Limits, ErrMemoryLimit, logger)
 	}
 	group := NewProcessGroup(logger)
 	cmd := exec.Command(path, cfg.Args...)
