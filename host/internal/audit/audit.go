@@ -1,5 +1,6 @@
 // Package audit writes mcpvisor's audit log: one JSON line per tools/call,
-// resources/read and prompts/get forwarded upstream, with its outcome.
+// resources/read and prompts/get forwarded upstream, with its outcome, and
+// one per server event outside a call (a stop at the memory limit, Event).
 //
 // Arguments and results are recorded by size and a keyed digest
 // (HMAC-SHA256, digest.go) only, unless the host block opts in with
