@@ -449,7 +449,7 @@ func (h *Host) Status() []ServerStatus {
 			}
 			continue
 		}
-		out = append(out, h.serverStatus(sup.Status()))
+		out = append(out, h.serverStatus(sup.WithUsage(sup.Status())))
 	}
 	return out
 }
@@ -474,7 +474,8 @@ func (h *Host) upstreamStatus() []upstream.Status {
 	}
 	out := make([]upstream.Status, 0, len(set.order))
 	for _, name := range set.order {
-		out = append(out, set.sups[name].Status())
+		sup := set.sups[name]
+		out = append(out, sup.WithUsage(sup.Status()))
 	}
 	return out
 }

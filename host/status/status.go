@@ -78,7 +78,8 @@ type Server struct {
 	// RSSBytes is the resident memory of a running stdio server's whole
 	// process group (the server and everything it started), and
 	// CPUSeconds their user and system CPU time (that of children they
-	// have waited for included), measured when status is read. Absent
+	// have waited for included), measured when GET /status, Host.Status
+	// or /metrics is read (not on state changes or probes). Absent
 	// where they cannot be measured (not Linux, not a stdio server, not
 	// running).
 	RSSBytes   int64   `json:"rss_bytes,omitempty"`

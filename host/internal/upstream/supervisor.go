@@ -385,11 +385,30 @@ func (s *Supervisor) Status() Status {
 		if p, ok := cur.link.(transport.ProcessLink); ok {
 			st.Pid = p.Pid()
 		}
+
+	}
+	return st
+}
+
+// Usage measures the process group of a running stdio server (its RSS
+// and CPU, docs/design.md §18.2); ok is false for other servers and while
+// no process runs. It reads /proc, so Status, which state changes and
+// probes read often, leaves it out: the status and metrics endpoints add
+// it (WithUsage).
+func (s *Supervisor) Usage() (transport.Usage, bool) {
+	if cur := s.cur.Load(); cur != nil {
 		if u, ok := cur.link.(transport.UsageReporter); ok {
-			if use, ok := u.Usage(); ok {
-				st.RSSBytes, st.CPUSeconds = use.RSS, use.CPU.Seconds()
-			}
+			return u.Usage()
 		}
+	}
+	return transport.Usage{}, false
+}
+
+// WithUsage is st with the RSS and CPU of the server's process group
+// (Usage) filled in, where they can be measured.
+func (s *Supervisor) WithUsage(st Status) Status {
+	if u, ok := s.Usage(); ok {
+		st.RSSBytes, st.CPUSeconds = u.RSS, u.CPU.Seconds()
 	}
 	return st
 }
