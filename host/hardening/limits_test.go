@@ -160,3 +160,19 @@ func TestProcessesAndOpenFilesLimits(t *testing.T) {
 		t.Fatalf("the server after its open_files limit was hit: %v", err)
 	}
 }
+
+// Issue #26 (item 2): a stop at the memory limit counts against the retry
+// budget like any crash: a server over its limit on every start parks,
+// with the limit as its reason.
+func TestOverLimitAtEveryStartParks(t *testing.T) {
+	block := fmt.Sprintf("server \"hog\" {\n  command = %s\n  env = { MEMHOG_ALLOCATE_AT_START = \"256\" }\n  limits {\n    memory = \"64MiB\"\n  }\n  reconnect {\n    max_retries = 1\n  }\n}\n", hclString(bins["memhog"]))
+	mv := startMcpvisor(t, block+echoBlock())
+	testutil.Eventually(t, readyTimeout, "hog parked with its memory limit as the reason", func() bool {
+		st := mv.status(t)["hog"]
+		return st.State == "parked" && strings.Contains(st.LastError, "memory limit 64MiB exceeded")
+	})
+	if st := mv.status(t)["echo"]; st.State != "ready" || st.Generation != 1 {
+		t.Fatalf("the other server was touched: %+v", st)
+	}
+	t.Logf("hog: %s", mv.status(t)["hog"].LastError)
+}

@@ -17,7 +17,9 @@
 //	                             files; then: ERROR", then closes them
 //	pid         {}               the process id as text (read-only)
 //
-// Flags are the example servers' (see examples/servers/README.md).
+// Flags are the example servers' (see examples/servers/README.md). With
+// MEMHOG_ALLOCATE_AT_START=N in its environment it allocates N MiB as it
+// starts, before it serves: a server over its memory limit on every start.
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,6 +62,9 @@ type countArgs struct {
 }
 
 func newServer(f *serve.Flags) *mcp.Server {
+	if n, err := strconv.Atoi(os.Getenv("MEMHOG_ALLOCATE_AT_START")); err == nil && n > 0 {
+		allocate(context.Background(), nil, allocateArgs{MiB: n})
+	}
 	server := mcp.NewServer(&mcp.Implementation{Name: "memhog", Version: "0.1.0"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "allocate", Description: "Allocates and touches mib MiB and keeps it."}, allocate)
 	mcp.AddTool(server, &mcp.Tool{Name: "fork", Description: "Starts sleeping child processes until that fails."}, fork)
