@@ -449,7 +449,7 @@ func (p *Process) limitStopped(e *resources.MemoryLimitError) {
 	if e.OOMKill {
 		kv = append(kv, "by", "kernel OOM killer in the server's memory cgroup")
 	} else {
-		kv = append(kv, "rss", config.FormatSize(e.RSS))
+		kv = append(kv, "rss", fmt.Sprintf("%.1fMiB", float64(e.RSS)/(1<<20)))
 	}
 	p.logger.Warn(e.Error()+"; stopping the server's process group, the supervisor restarts it", kv...)
 	if p.onLimitStop != nil {
