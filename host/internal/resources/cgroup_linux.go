@@ -81,7 +81,7 @@ type Group struct {
 
 	memDir  string // the cgroup with the memory limit; "" for sampling
 	pidsDir string // the cgroup with the pids limit; "" for RLIMIT_NPROC
-	v2      bool   // memDir (and pidsDir, the same directory) is cgroup v2
+	v2      bool   // the group's one cgroup (memDir, pidsDir) is cgroup v2
 	dirs    []string
 	rlimits []Rlimit
 
@@ -232,9 +232,9 @@ func (g *Group) makeV1(parent, name, controller string) (string, error) {
 // "cgroup v1", "sampling" (memory without a cgroup) or "rlimits".
 func (g *Group) Mode() string {
 	switch {
-	case g.memDir != "" && g.v2:
+	case len(g.dirs) > 0 && g.v2:
 		return "cgroup v2"
-	case g.memDir != "" || g.pidsDir != "":
+	case len(g.dirs) > 0:
 		return "cgroup v1"
 	case g.limits.Memory > 0:
 		return "sampling"
