@@ -352,3 +352,58 @@ func TestCgroupNameIsSafe(t *testing.T) {
 		t.Fatalf("cgroupName %q does not name this process", n)
 	}
 }
+
+// The cgroup v2 layout, on a directory tree standing in for the cgroup2
+// file system (this machine's kernel runs v1 for memory and pids; the
+// kernel's side of v2 is not tried here): the mcpvisor subtree under the
+// process's own cgroup, the controllers enabled for it, and a server's
+// cgroup with its limits.
+func TestCgroupV2Layout(t *testing.T) {
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpuset cpu io memory pids\n"), 0o644)
+	mi := filepath.Join(t.TempDir(), "mountinfo")
+	os.WriteFile(mi, []byte(fmt.Sprintf("30 25 0:26 / %s rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate\n", root)), 0o644)
+	cg := filepath.Join(t.TempDir(), "cgroup")
+	os.WriteFile(cg, []byte("0::/\n"), 0o644)
+
+	hs := findHierarchiesIn(mi, cg)
+	want := hierarchy{v2: true, parent: filepath.Join(root, subtreeName)}
+	if hs["memory"] != want || hs["pids"] != want {
+		t.Fatalf("hierarchies = %+v, want memory and pids at %+v", hs, want)
+	}
+	// The last controller enabled is what a plain file keeps; the kernel
+	// keeps them all.
+	if b, _ := os.ReadFile(filepath.Join(root, "cgroup.subtree_control")); string(b) != "+pids" {
+		t.Fatalf("the root's subtree_control was written %q", b)
+	}
+
+	g := &Group{limits: Limits{Memory: 64 << 20, Processes: 16}, sentinel: errSentinel}
+	dir, err := g.makeV2(want.parent, "srv-1-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, value := range map[string]string{"memory.max": "67108864", "memory.swap.max": "0", "memory.oom.group": "1", "pids.max": "16"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, file)); string(b) != value {
+			t.Errorf("%s = %q, want %q", file, b, value)
+		}
+	}
+	// An OOM kill counted in memory.events is a memory-limit stop.
+	g.memDir, g.v2 = dir, true
+	if g.Check(0, 0) != nil {
+		t.Fatal("over the limit without an OOM kill")
+	}
+	os.WriteFile(filepath.Join(dir, "memory.events"), []byte("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 1\n"), 0o644)
+	if e := g.Check(0, 0); e == nil || !e.OOMKill {
+		t.Fatalf("Check with oom_kill 1 in memory.events = %v", e)
+	}
+	if g.Mode() != "cgroup v2" {
+		t.Fatalf("Mode() = %q", g.Mode())
+	}
+
+	// A cgroup whose controllers are missing gets none.
+	os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpu io\n"), 0o644)
+	os.RemoveAll(want.parent)
+	if hs := findHierarchiesIn(mi, cg); len(hs) != 0 {
+		t.Fatalf("hierarchies without the controllers = %+v", hs)
+	}
+}
