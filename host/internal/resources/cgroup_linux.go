@@ -332,10 +332,23 @@ func (g *Group) Check(pgid, except int) *MemoryLimitError {
 		}
 		return nil
 	}
-	if u, ok := GroupUsage(pgid, except); ok && u.RSS > g.limits.Memory {
+	if u, ok := g.Usage(pgid, except); ok && u.RSS > g.limits.Memory {
 		return &MemoryLimitError{Limit: g.limits.Memory, RSS: u.RSS, Sentinel: g.sentinel}
 	}
 	return nil
+}
+
+// Usage measures the server's processes. With a cgroup they are its
+// members (cgroup.procs): only the server's own processes are read, and
+// one that left the process group (setsid) still counts. Without one they
+// are the live members of process group pgid but except (GroupUsage).
+func (g *Group) Usage(pgid, except int) (Usage, bool) {
+	if len(g.dirs) > 0 {
+		if pids, err := readCgroupPids(g.dirs[0]); err == nil {
+			return PidsUsage(pids), true
+		}
+	}
+	return GroupUsage(pgid, except)
 }
 
 // Watch checks the memory limit every SampleInterval until done closes,
@@ -396,11 +409,18 @@ func removeCgroup(dir string, logger hclog.Logger) {
 	}
 }
 
-// cgroupPids lists the processes in cgroup dir.
+// cgroupPids lists the processes in cgroup dir (none when it cannot be
+// read).
 func cgroupPids(dir string) []int {
+	pids, _ := readCgroupPids(dir)
+	return pids
+}
+
+// readCgroupPids reads the processes in cgroup dir.
+func readCgroupPids(dir string) ([]int, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var pids []int
 	for _, f := range strings.Fields(string(b)) {
@@ -408,7 +428,7 @@ func cgroupPids(dir string) []int {
 			pids = append(pids, pid)
 		}
 	}
-	return pids
+	return pids, nil
 }
 
 func writeFile(dir, name, value string) error {

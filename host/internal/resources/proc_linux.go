@@ -62,6 +62,24 @@ func readProcStat(pid string) (procStat, bool) {
 	return s, true
 }
 
+// PidsUsage sums the resident memory and CPU time of the live processes
+// among pids.
+func PidsUsage(pids []int) Usage {
+	var u Usage
+	var ticks int64
+	for _, pid := range pids {
+		s, ok := readProcStat(strconv.Itoa(pid))
+		if !ok || s.state == 'Z' || s.state == 'X' {
+			continue
+		}
+		u.Processes++
+		u.RSS += s.rssPages * pageSize
+		ticks += s.cpuTicks
+	}
+	u.CPU = time.Duration(ticks) * time.Second / clockTicks
+	return u
+}
+
 // GroupUsage sums the resident memory and CPU time of the live (not
 // zombie) processes of process group pgid, leaving out the process
 // except (the group's keeper; 0 for none). ok is false when /proc cannot

@@ -88,6 +88,16 @@ func helperMain(mode string) {
 	case "sleep":
 		fmt.Println("sleeping")
 		time.Sleep(time.Hour)
+	case "setsid":
+		// A child that leaves the process group.
+		cmd := exec.Command("/bin/sleep", "3600")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			fmt.Println("error", err)
+		} else {
+			fmt.Println("started", cmd.Process.Pid)
+		}
+		time.Sleep(time.Hour)
 	}
 }
 
@@ -405,5 +415,44 @@ func TestCgroupV2Layout(t *testing.T) {
 	os.RemoveAll(want.parent)
 	if hs := findHierarchiesIn(mi, cg); len(hs) != 0 {
 		t.Fatalf("hierarchies without the controllers = %+v", hs)
+	}
+}
+
+// With a cgroup, a server's processes are its cgroup's members: a child
+// that left the process group (setsid) is still measured, and Close kills
+// it.
+func TestUsageCountsCgroupMembersOutsideTheGroup(t *testing.T) {
+	g := newGroup(t, Limits{Memory: 256 << 20})
+	needCgroup(t, g.memDir, "memory")
+	h := startHelper(t, "setsid")
+	if err := g.Apply(h.cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	h.run(t)
+	var child int
+	if l := h.line(); !strings.HasPrefix(l, "started ") {
+		t.Fatalf("helper said %q", l)
+	} else {
+		child, _ = strconv.Atoi(strings.TrimPrefix(l, "started "))
+	}
+	pgid := h.cmd.Process.Pid
+	if u, _ := GroupUsage(pgid, 0); u.Processes != 1 {
+		t.Fatalf("the process group holds %d processes, want the helper alone (its child left it)", u.Processes)
+	}
+	if u, ok := g.Usage(pgid, 0); !ok || u.Processes != 2 {
+		t.Fatalf("Usage = %+v, %v; want the helper and its setsid child", u, ok)
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	<-h.done
+	g.Close()
+	deadline := time.Now().Add(hangGuard)
+	for syscall.Kill(child, 0) == nil {
+		if st, ok := readProcStat(strconv.Itoa(child)); ok && st.state == 'Z' {
+			break // killed; init reaps it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the setsid child %d outlived Close", child)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -50,5 +50,8 @@ func (g *Group) Watch(pgid, except int, done <-chan struct{}, over func(*MemoryL
 // Close does nothing off Linux.
 func (g *Group) Close() {}
 
+// Usage is not available off Linux.
+func (g *Group) Usage(pgid, except int) (Usage, bool) { return Usage{}, false }
+
 // GroupUsage is not available off Linux.
 func GroupUsage(pgid, except int) (u Usage, ok bool) { return Usage{}, false }

@@ -457,13 +457,17 @@ func (p *Process) limitStopped(e *resources.MemoryLimitError) {
 	}
 }
 
-// Usage measures the process group (its keeper left out); ok is false
-// once the server has exited, or where it cannot be measured.
+// Usage measures the server's processes: the members of its cgroup where
+// its limits made one, else its process group (the keeper left out). ok
+// is false once the server has exited, or where it cannot be measured.
 func (p *Process) Usage() (u resources.Usage, ok bool) {
 	select {
 	case <-p.exited:
 		return resources.Usage{}, false
 	default:
+	}
+	if p.limits != nil {
+		return p.limits.Usage(p.group.Pgid(), p.group.Keeper())
 	}
 	return resources.GroupUsage(p.group.Pgid(), p.group.Keeper())
 }
