@@ -132,7 +132,17 @@ func New(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
 		}
 	}
 	g.setRlimits()
+	g.warnUnenforced()
 	return g
+}
+
+// warnUnenforced warns of a processes limit nothing enforces: without a
+// pids cgroup it is RLIMIT_NPROC, which root is exempt from.
+func (g *Group) warnUnenforced() {
+	if g.limits.Processes > 0 && g.pidsDir == "" && os.Geteuid() == 0 {
+		g.logger.Warn("the processes limit is not enforced: there is no pids cgroup for the server, and RLIMIT_NPROC does not apply to root (see docs/sandbox.md, \"Limits\")",
+			"processes", g.limits.Processes)
+	}
 }
 
 // setRlimits chooses the rlimits: open files always, processes where no
@@ -156,6 +166,7 @@ func NewWithoutCgroups(server string, l Limits, sentinel error, logger hclog.Log
 	}
 	g := &Group{limits: l, sentinel: sentinel, logger: logger}
 	g.setRlimits()
+	g.warnUnenforced()
 	return g
 }
 
