@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // The test binary doubles as the processes the limits are tried on: with
@@ -454,5 +456,24 @@ func TestUsageCountsCgroupMembersOutsideTheGroup(t *testing.T) {
 			t.Fatalf("the setsid child %d outlived Close", child)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A processes limit nothing enforces (root, no pids cgroup) is not
+// silently ignored.
+func TestUnenforcedProcessesLimitWarns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("RLIMIT_NPROC binds a non-root user: nothing to warn of")
+	}
+	var buf strings.Builder
+	logger := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Warn})
+	NewWithoutCgroups("s", Limits{Processes: 8}, errSentinel, logger)
+	if !strings.Contains(buf.String(), "the processes limit is not enforced") {
+		t.Fatalf("no warning for a processes limit root ignores: %q", buf.String())
+	}
+	buf.Reset()
+	NewWithoutCgroups("s", Limits{OpenFiles: 64}, errSentinel, logger)
+	if buf.Len() != 0 {
+		t.Fatalf("a warning without a processes limit: %q", buf.String())
 	}
 }
