@@ -253,11 +253,24 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 		TokenStore: store,
 
 		ResultBudget: h.results,
+		LimitStop:    h.limitStopped,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return h.supervisorFor(srv, d), nil
+}
+
+// limitStopped records in the audit log that server's process group was
+// stopped for going over its memory limit (transport logs it; the
+// supervisor restarts the server).
+func (h *Host) limitStopped(server string, err error) {
+	if h.audit == nil {
+		return
+	}
+	if aerr := h.audit.RecordEvent(server, audit.EventMemoryLimit, err); aerr != nil {
+		h.logger.Error("audit log write failed", "path", h.audit.Path(), "error", aerr)
+	}
 }
 
 // supervisorFor makes the supervisor of srv, reaching it through d (nil
@@ -447,7 +460,7 @@ func (h *Host) Status() []ServerStatus {
 			}
 			continue
 		}
-		out = append(out, h.serverStatus(sup.Status()))
+		out = append(out, h.serverStatus(sup.WithUsage(sup.Status())))
 	}
 	return out
 }
@@ -472,7 +485,8 @@ func (h *Host) upstreamStatus() []upstream.Status {
 	}
 	out := make([]upstream.Status, 0, len(set.order))
 	for _, name := range set.order {
-		out = append(out, set.sups[name].Status())
+		sup := set.sups[name]
+		out = append(out, sup.WithUsage(sup.Status()))
 	}
 	return out
 }

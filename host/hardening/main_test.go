@@ -55,11 +55,11 @@ const (
 )
 
 // bins holds the binaries TestMain built: "mcpvisor", "echo", "everything"
-// and "netprobe".
+// "netprobe" and "memhog".
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	code := testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", "netprobe", testutil.Mcpvisor)
+	code := testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", "netprobe", "memhog", testutil.Mcpvisor)
 	if unixPluginOnce.path != "" {
 		os.RemoveAll(filepath.Dir(unixPluginOnce.path))
 	}
@@ -265,6 +265,10 @@ type serverStatus struct {
 	Generation uint64 `json:"generation"`
 	// Sandbox summarizes its sandbox block.
 	Sandbox string `json:"sandbox"`
+	// RSSBytes and CPUSeconds measure a running stdio server's process
+	// group.
+	RSSBytes   int64   `json:"rss_bytes"`
+	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
 // status returns /status's servers by name.
