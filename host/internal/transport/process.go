@@ -46,8 +46,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
-	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/resources"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
