@@ -41,6 +41,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
@@ -252,11 +253,24 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 		TokenStore: store,
 
 		ResultBudget: h.results,
+		LimitStop:    h.limitStopped,
 	})
 	if err != nil {
 		return nil, err
 	}
 	return h.supervisorFor(srv, d), nil
+}
+
+// limitStopped records in the audit log that server's process group was
+// stopped for going over its memory limit (transport logs it; the
+// supervisor restarts the server).
+func (h *Host) limitStopped(server string, err error) {
+	if h.audit == nil {
+		return
+	}
+	if aerr := h.audit.RecordEvent(server, audit.EventMemoryLimit, err); aerr != nil {
+		h.logger.Error("audit log write failed", "path", h.audit.Path(), "error", aerr)
+	}
 }
 
 // supervisorFor makes the supervisor of srv, reaching it through d (nil
@@ -442,11 +456,11 @@ func (h *Host) Status() []ServerStatus {
 		sup, ok := set.sups[srv.Name]
 		if !ok {
 			if srv.Disabled {
-				out = append(out, ServerStatus{Name: srv.Name, Transport: string(srv.Transport), State: StateDisabled, MaxRetries: srv.Reconnect.MaxRetries})
+				out = append(out, ServerStatus{Name: srv.Name, Transport: string(srv.Transport), State: StateDisabled, MaxRetries: srv.Reconnect.MaxRetries, Sandbox: sandbox.Summary(srv.Sandbox)})
 			}
 			continue
 		}
-		out = append(out, h.serverStatus(sup.Status()))
+		out = append(out, h.serverStatus(sup.WithUsage(sup.Status())))
 	}
 	return out
 }
@@ -471,7 +485,8 @@ func (h *Host) upstreamStatus() []upstream.Status {
 	}
 	out := make([]upstream.Status, 0, len(set.order))
 	for _, name := range set.order {
-		out = append(out, set.sups[name].Status())
+		sup := set.sups[name]
+		out = append(out, sup.WithUsage(sup.Status()))
 	}
 	return out
 }

@@ -19,6 +19,21 @@ import (
 // direct child) and the background child of its `sh -c` wrapper, which
 // Pdeathsig alone does not reach, are gone within 1 s (issue 14 item 5).
 func TestRunSIGKILLLeavesNoDescendants(t *testing.T) {
+	testRunSIGKILL(t, "")
+}
+
+// The same with the server sandboxed (docs/sandbox.md): the launcher execs
+// it in place, into the keeper's group, in a network namespace of its own
+// and under Landlock, and still nothing outlives mcpvisor.
+func TestRunSIGKILLLeavesNoSandboxedDescendants(t *testing.T) {
+	testRunSIGKILL(t, fmt.Sprintf(`
+  sandbox {
+    read    = [%q]
+    network = "none"
+  }`, filepath.Dir(bins["echo"])))
+}
+
+func testRunSIGKILL(t *testing.T, sandbox string) {
 	addr := freePort(t)
 	cfgPath := filepath.Join(t.TempDir(), "config.hcl")
 	src := fmt.Sprintf(`host {
@@ -26,13 +41,16 @@ func TestRunSIGKILLLeavesNoDescendants(t *testing.T) {
 }
 server "wrapped" {
   command = "sh"
-  args    = ["-c", "sleep 300 & exec %s"]
+  args    = ["-c", "sleep 300 & exec %s"]%s
 }
-`, addr, bins["echo"])
+`, addr, bins["echo"], sandbox)
 	if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bins["mcpvisor"], "run", "-config", cfgPath)
+	// A sandboxed server's private temporary directory outlives a
+	// SIGKILLed mcpvisor: keep it in the test's.
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -59,6 +77,20 @@ server "wrapped" {
 	desc = testutil.Descendants(cmd.Process.Pid)
 	if len(desc) < 3 { // the echo server, sleep, the group's keeper
 		t.Fatalf("descendants %v, want at least the server, its background sleep and the group keeper\n%s", desc, stderr.String())
+	}
+	if sandbox != "" {
+		// The server and its sleep are in the sandbox's network
+		// namespace; the keeper is not.
+		own, _ := os.Readlink("/proc/self/ns/net")
+		var confined int
+		for _, pid := range desc {
+			if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil && ns != own {
+				confined++
+			}
+		}
+		if confined < 2 {
+			t.Fatalf("%d of descendants %v in a network namespace of their own, want the server and its sleep", confined, desc)
+		}
 	}
 
 	cmd.Process.Signal(syscall.SIGKILL)

@@ -248,7 +248,7 @@ type consolePage struct {
 // consoleServer is one server's row.
 type consoleServer struct {
 	ServerStatus
-	// RSS and CPU describe the server's process ("-" without one).
+	// RSS and CPU describe the server's process group ("-" without one).
 	RSS, CPU string
 	Tools    []ExposedTool
 	// MoreTools counts the exposed tools past consoleMaxToolsShown.
@@ -268,11 +268,10 @@ func (h *Host) consolePage() consolePage {
 			s.MoreTools = len(s.Tools) - consoleMaxToolsShown
 			s.Tools = s.Tools[:consoleMaxToolsShown]
 		}
-		if st.Pid > 0 {
-			if rss, cpu, ok := processUsage(st.Pid); ok {
-				s.RSS = fmt.Sprintf("%.1f MiB", float64(rss)/(1<<20))
-				s.CPU = cpu.Round(10 * time.Millisecond).String()
-			}
+		// The whole process group's, as status measured it.
+		if st.RSSBytes > 0 {
+			s.RSS = fmt.Sprintf("%.1f MiB", float64(st.RSSBytes)/(1<<20))
+			s.CPU = (time.Duration(st.CPUSeconds * float64(time.Second))).Round(10 * time.Millisecond).String()
 		}
 		p.Servers = append(p.Servers, s)
 	}

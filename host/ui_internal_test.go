@@ -62,3 +62,22 @@ func TestConsoleRecentCallsRing(t *testing.T) {
 		t.Errorf("recent call error not redacted: %q", got[0].Error)
 	}
 }
+
+// The console shows a server's sandbox summary under its name.
+func TestConsoleShowsSandbox(t *testing.T) {
+	cfg, err := config.Parse([]byte("server \"boxed\" {\n  command = \"sh\"\n  enabled = false\n  sandbox {\n    network = \"none\"\n  }\n}\n"), "config.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "http://127.0.0.1:8811/ui", nil)
+	r.RemoteAddr = "127.0.0.1:40000"
+	w := httptest.NewRecorder()
+	h.Handler().ServeHTTP(w, r)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "landlock: read 0, write 0; net none") {
+		t.Errorf("GET /ui: %d, want the sandbox summary in:\n%s", w.Code, w.Body.String())
+	}
+}

@@ -14,6 +14,7 @@
 //	client      install mcpvisor into a desktop client's MCP config
 //	login       log in to an OAuth server
 //	logout      forget an OAuth server's tokens
+//	sandbox     print a server's effective sandbox rules
 //	plugins     plugins lock: record each plugin binary's SHA-256
 //	policy      policy check: explain what the policies decide for a caller
 //	completion  print a bash, zsh or fish completion script
@@ -122,6 +123,8 @@ func dispatch(cmd string, rest []string, stdio IO) int {
 		return loginCmd(rest, stdio)
 	case "logout":
 		return logoutCmd(rest, stdio)
+	case "sandbox":
+		return sandboxCmd(rest, stdio)
 	case "plugins":
 		return pluginsCmd(rest, stdio)
 	case "policy":

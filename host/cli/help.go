@@ -26,7 +26,7 @@ type command struct {
 }
 
 // commandOrder is the order `mcpvisor help` lists the commands in.
-var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "add", "remove", "import", "client", "login", "logout", "plugins", "policy", "completion", "version", "help"}
+var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "add", "remove", "import", "client", "login", "logout", "sandbox", "plugins", "policy", "completion", "version", "help"}
 
 // commands describes every command; Run dispatches them.
 var commands = map[string]command{
@@ -133,6 +133,16 @@ var commands = map[string]command{
 		synopsis: "mcpvisor logout [-config FILE] SERVER",
 		args:     "SERVER  a server block with an oauth block",
 		examples: []string{"mcpvisor logout notion"},
+	},
+	"sandbox": {
+		summary:  "print a server's effective sandbox rules without starting it",
+		synopsis: "mcpvisor sandbox [-config FILE] SERVER",
+		args:     "SERVER  the server block's name",
+		about: "Lists what the server may read and write — its sandbox block and the runtime defaults\n" +
+			"(system directories, its command's installation, the npx/uvx caches) — its network, the\n" +
+			"TCP ports it may connect to, and its limits, as a start on this machine would apply them.\n" +
+			"Says what the kernel's Landlock can enforce. Linux only. docs/sandbox.md.",
+		examples: []string{"mcpvisor sandbox notes", "mcpvisor sandbox -config ~/mcp/config.hcl github"},
 	},
 	"plugins": {
 		summary:  "plugins lock: record each plugin binary's SHA-256 in mcpvisor.lock.hcl",

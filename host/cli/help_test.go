@@ -12,7 +12,7 @@ import (
 )
 
 // commandNames are the commands `mcpvisor help` lists.
-var commandNames = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "import", "client", "login", "logout", "plugins", "completion", "version", "help"}
+var commandNames = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "import", "client", "login", "logout", "sandbox", "plugins", "completion", "version", "help"}
 
 // Every command has a synopsis, options where it has any, and an example;
 // `mcpvisor help CMD` and `mcpvisor CMD -h` print them on stdout and exit 0.

@@ -219,7 +219,7 @@ func authHint(status int) string {
 func printStatus(w io.Writer, doc *host.StatusReport) {
 	sort.SliceStable(doc.Servers, func(i, j int) bool { return doc.Servers[i].Name < doc.Servers[j].Name })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tNEXT ATTEMPT\tGEN\tRETRIES\tBREAKER\tTOOLS\tCALLS\tERRORS\tLAST ERROR")
+	fmt.Fprintln(tw, "SERVER\tSTATE\tSINCE\tNEXT ATTEMPT\tGEN\tRETRIES\tBREAKER\tTOOLS\tRSS\tCPU\tCALLS\tERRORS\tSANDBOX\tLAST ERROR")
 	for _, s := range doc.Servers {
 		last := s.LastError
 		if s.LastCallError != "" && s.LastCallErrorAt.After(s.LastErrorAt) {
@@ -241,11 +241,34 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 		if s.CatalogTruncated {
 			tools += " (truncated)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", termSafe(s.Name), termSafe(s.State),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", termSafe(s.Name), termSafe(s.State),
 			since, next, s.Generation, retriesColumn(s),
-			cmp.Or(termSafe(s.Breaker), "-"), tools, s.Calls, s.Errors, termSafe(last))
+			cmp.Or(termSafe(s.Breaker), "-"), tools, rssColumn(s), cpuColumn(s), s.Calls, s.Errors, cmp.Or(termSafe(s.Sandbox), "-"), termSafe(last))
 	}
 	tw.Flush()
+}
+
+// rssColumn is the RSS cell: the process group's resident memory, with
+// the memory limit when there is one ("41.5MiB/64MiB"); "-" when not
+// measured.
+func rssColumn(s host.ServerStatus) string {
+	if s.RSSBytes <= 0 {
+		return "-"
+	}
+	rss := fmt.Sprintf("%.1fMiB", float64(s.RSSBytes)/(1<<20))
+	if s.MemoryLimit > 0 {
+		rss += "/" + config.FormatSize(s.MemoryLimit)
+	}
+	return rss
+}
+
+// cpuColumn is the CPU cell: the process group's CPU time ("1.23s"), "-"
+// when not measured.
+func cpuColumn(s host.ServerStatus) string {
+	if s.RSSBytes <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fs", s.CPUSeconds)
 }
 
 // retriesColumn is the RETRIES cell: "1 of 5" while the server works

@@ -3,7 +3,9 @@ package cli
 // The validate command.
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
@@ -37,6 +39,14 @@ func validateCmd(args []string, stdio IO) int {
 		}
 		if _, err := exec.LookPath(s.Command); err != nil {
 			fmt.Fprintf(stdio.Stderr, "Warning: server %q: command %q not found (%v); the server will park at once until it is installed\n", s.Name, s.Command, err)
+		}
+		// Likewise a sandbox path that is missing here (docs/sandbox.md).
+		if sb := s.Sandbox; sb != nil {
+			for _, p := range append(append([]string(nil), sb.Read...), sb.Write...) {
+				if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+					fmt.Fprintf(stdio.Stderr, "Warning: server %q: sandbox path %s does not exist; the server will park at start until it does\n", s.Name, termSafe(p))
+				}
+			}
 		}
 	}
 	fmt.Fprintf(stdio.Stdout, "%s: valid (%d server(s))\n", *path, len(cfg.Servers))

@@ -513,7 +513,9 @@ func hasMarker(pid int, env testEnv) bool {
 	}
 	for kv := range bytes.SplitSeq(b, []byte{0}) {
 		s := string(kv)
-		if s == markerEnv+"="+env.Marker || s == "TMPDIR="+env.TmpDir {
+		// A sandboxed server's TMPDIR is a private directory below
+		// mcpvisor's (docs/sandbox.md).
+		if s == markerEnv+"="+env.Marker || s == "TMPDIR="+env.TmpDir || strings.HasPrefix(s, "TMPDIR="+env.TmpDir+"/") {
 			return true
 		}
 	}

@@ -54,11 +54,12 @@ const (
 	sessionProtocol = "2025-11-25"
 )
 
-// bins holds the binaries TestMain built: "mcpvisor", "echo" and "everything".
+// bins holds the binaries TestMain built: "mcpvisor", "echo", "everything"
+// "netprobe" and "memhog".
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	code := testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", testutil.Mcpvisor)
+	code := testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", "netprobe", "memhog", testutil.Mcpvisor)
 	if unixPluginOnce.path != "" {
 		os.RemoveAll(filepath.Dir(unixPluginOnce.path))
 	}
@@ -262,6 +263,12 @@ type serverStatus struct {
 	Pid         int       `json:"pid"`
 	// Generation counts the server's sessions: it grows on every reconnect.
 	Generation uint64 `json:"generation"`
+	// Sandbox summarizes its sandbox block.
+	Sandbox string `json:"sandbox"`
+	// RSSBytes and CPUSeconds measure a running stdio server's process
+	// group.
+	RSSBytes   int64   `json:"rss_bytes"`
+	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
 // status returns /status's servers by name.

@@ -80,6 +80,23 @@ type Server struct {
 	Prompts      int `json:"prompts"`
 	// Pid is the server process's pid for stdio servers that are running.
 	Pid int `json:"pid,omitempty"`
+	// Sandbox summarizes the server's sandbox block, "landlock: read 3,
+	// write 1; net none" (the block's own paths; the runtime defaults come
+	// on top, docs/sandbox.md); empty without one.
+	Sandbox string `json:"sandbox,omitempty"`
+	// RSSBytes is the resident memory of a running stdio server's whole
+	// process group (the server and everything it started), and
+	// CPUSeconds their user and system CPU time (that of children they
+	// have waited for included), measured when GET /status, Host.Status
+	// or /metrics is read (not on state changes or probes). Absent
+	// where they cannot be measured (not Linux, not a stdio server, not
+	// running).
+	RSSBytes   int64   `json:"rss_bytes,omitempty"`
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	// MemoryLimit is the server's limits.memory in bytes (0: none): a
+	// server whose group goes over it is stopped and restarted with the
+	// reason "memory limit 512MiB exceeded" (docs/sandbox.md).
+	MemoryLimit int64 `json:"memory_limit_bytes,omitempty"`
 	// CatalogTruncated is set when the server's last listing stopped at a
 	// bound of its catalog block (or at a repeated cursor) before the
 	// upstream's end: only the entries up to the bound are exposed.

@@ -1,5 +1,6 @@
 // Package audit writes mcpvisor's audit log: one JSON line per tools/call,
-// resources/read and prompts/get forwarded upstream, with its outcome.
+// resources/read and prompts/get forwarded upstream, with its outcome, and
+// one per server event outside a call (a stop at the memory limit, Event).
 //
 // Arguments and results are recorded by size and a keyed digest
 // (HMAC-SHA256, digest.go) only, unless the host block opts in with
@@ -265,9 +266,39 @@ func (l *Log) Record(c *upstream.Call, traceID string, who *identity.Subject) er
 	return l.write(line)
 }
 
-// write appends line to the file.
-func (l *Log) write(line Line) error {
-	b, err := json.Marshal(line)
+// Event is an audit record of something that happened to a server
+// outside any call: its process group stopped for going over its memory
+// limit (docs/sandbox.md "Limits"). It has "event" where a call's record
+// has "method".
+type Event struct {
+	// Time is when it happened (UTC).
+	Time time.Time `json:"time"`
+	// Replica is the host block's replica: which process saw it.
+	Replica string `json:"replica,omitempty"`
+	// Server is the server block.
+	Server string `json:"server"`
+	// Event names what happened: EventMemoryLimit.
+	Event string `json:"event"`
+	// Error is the reason, redacted ("memory limit 512MiB exceeded").
+	Error string `json:"error,omitempty"`
+}
+
+// EventMemoryLimit is the event of a server stopped for its memory limit.
+const EventMemoryLimit = "memory_limit"
+
+// RecordEvent writes the line for event of server, with err as its reason
+// (nil: none).
+func (l *Log) RecordEvent(server, event string, err error) error {
+	e := Event{Time: time.Now().UTC(), Replica: l.replica, Server: server, Event: event}
+	if err != nil {
+		e.Error = RedactText(err.Error())
+	}
+	return l.write(e)
+}
+
+// write appends v as one JSON line.
+func (l *Log) write(v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}

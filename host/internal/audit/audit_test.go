@@ -3,6 +3,7 @@ package audit_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,5 +122,33 @@ func TestRecordRefusal(t *testing.T) {
 	}
 	if strings.Contains(string(raw), "hunter2") {
 		t.Errorf("the refusal line holds the URI's password: %s", raw)
+	}
+}
+
+// TestRecordEvent checks the record of a memory-limit stop: a line with
+// the server, the event and the reason, redacted, beside the calls'.
+func TestRecordEvent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path, false, "r1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	reason := errors.New("memory limit 64MiB exceeded (token=ghp_0123456789abcdefghijABCDEFGHIJ012345)")
+	if err := l.RecordEvent("hog", audit.EventMemoryLimit, reason); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e map[string]any
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("%q: %v", b, err)
+	}
+	msg, _ := e["error"].(string)
+	if e["server"] != "hog" || e["event"] != "memory_limit" || e["replica"] != "r1" || e["time"] == nil ||
+		!strings.HasPrefix(msg, "memory limit 64MiB exceeded") || strings.Contains(msg, "ghp_0123") {
+		t.Fatalf("event record = %s", b)
 	}
 }

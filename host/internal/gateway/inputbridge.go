@@ -123,8 +123,9 @@ func (b *inputBridge) run(ctx context.Context, ss *mcp.ServerSession, state stri
 	start func(ctx context.Context, d *bridgedCall) (mcp.Result, error),
 ) (res mcp.Result, asks mcp.InputRequestMap, newState string, err error) {
 	var c *bridgedCall
+	launch := func() {}
 	if state == "" {
-		c = b.start(ctx, start)
+		c, launch = b.start(ctx, start)
 	} else {
 		b.mu.Lock()
 		c = b.calls[state]
@@ -135,8 +136,15 @@ func (b *inputBridge) run(ctx context.Context, ss *mcp.ServerSession, state stri
 	}
 	pending, err := c.begin(ctx, ss, token, answers)
 	if err != nil {
+		if state == "" {
+			c.cancel() // never launched
+		}
 		return nil, nil, "", err
 	}
+	// The first round is the call's current one before the upstream call
+	// starts, so a notification it sends at once (progress) finds the
+	// request to carry it.
+	launch()
 	final := false
 	defer func() { c.end(final) }()
 	if len(pending) > 0 {
@@ -166,16 +174,17 @@ func (b *inputBridge) run(ctx context.Context, ss *mcp.ServerSession, state stri
 	}
 }
 
-// start starts the upstream call on a goroutine of its own. The call is
-// kept (keep) only once it waits for the client's answers.
-func (b *inputBridge) start(rctx context.Context, start func(ctx context.Context, d *bridgedCall) (mcp.Result, error)) *bridgedCall {
+// start makes the call; launch starts the upstream call on a goroutine of
+// its own, once the first round has begun. The call is kept (keep) only
+// once it waits for the client's answers.
+func (b *inputBridge) start(rctx context.Context, start func(ctx context.Context, d *bridgedCall) (mcp.Result, error)) (c *bridgedCall, launch func()) {
 	var raw [16]byte
 	rand.Read(raw[:])
 	// The call outlives the request that started it (it waits for the
 	// retries), keeping its values (trace and audit context); the
 	// upstream's call timeout still bounds it.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(rctx))
-	c := &bridgedCall{
+	c = &bridgedCall{
 		bridge: b,
 		id:     hex.EncodeToString(raw[:]),
 		cancel: cancel,
@@ -183,12 +192,13 @@ func (b *inputBridge) start(rctx context.Context, start func(ctx context.Context
 		done:   make(chan struct{}),
 		open:   map[string]*inputAsk{},
 	}
-	go func() {
-		defer cancel()
-		c.res, c.err = start(ctx, c)
-		close(c.done)
-	}()
-	return c
+	return c, func() {
+		go func() {
+			defer cancel()
+			c.res, c.err = start(ctx, c)
+			close(c.done)
+		}()
+	}
 }
 
 // keep makes c findable by its id, unless too many calls wait already.

@@ -77,3 +77,27 @@ mcpvisor_tool_label_names_over_limit{server="c"} 40
 		t.Error(err)
 	}
 }
+
+// TestUsageGauges checks the per-server memory and CPU series: present,
+// with the replica label, for a server whose status measured its process
+// group, and absent for one that has none.
+func TestUsageGauges(t *testing.T) {
+	status := func() []upstream.Status {
+		return []upstream.Status{
+			{Name: "stdio", State: upstream.StateReady, RSSBytes: 42 << 20, CPUSeconds: 1.5},
+			{Name: "http", State: upstream.StateReady},
+		}
+	}
+	o := telemetry.New(telemetry.Options{Metrics: true, Status: status, Replica: "r1"})
+	want := `
+# HELP mcpvisor_server_memory_bytes Resident memory of a running stdio server's process group (the server and everything it started); absent where it cannot be measured.
+# TYPE mcpvisor_server_memory_bytes gauge
+mcpvisor_server_memory_bytes{replica="r1",server="stdio"} 4.4040192e+07
+# HELP mcpvisor_server_cpu_seconds_total User and system CPU time of a running stdio server's process group since its process started; starts again from zero when it is restarted.
+# TYPE mcpvisor_server_cpu_seconds_total counter
+mcpvisor_server_cpu_seconds_total{replica="r1",server="stdio"} 1.5
+`
+	if err := testutil.CollectAndCompare(o.Collector(), strings.NewReader(want), "mcpvisor_server_memory_bytes", "mcpvisor_server_cpu_seconds_total"); err != nil {
+		t.Fatal(err)
+	}
+}

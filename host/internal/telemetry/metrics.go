@@ -63,6 +63,10 @@ type Metrics struct {
 
 	stateDesc, breakerDesc, generationDesc, sessionsDesc *prometheus.Desc
 
+	// memoryDesc and cpuDesc report a running stdio server's process
+	// group, as status measures it (docs/design.md §18.2).
+	memoryDesc, cpuDesc *prometheus.Desc
+
 	// catalogTruncatedDesc and namesOverDesc report the catalog and label
 	// bounds being hit (docs/security.md).
 	catalogTruncatedDesc, namesOverDesc *prometheus.Desc
@@ -168,6 +172,10 @@ func newMetrics(status func() []upstream.Status, sessions func() int, limitHits 
 			"1 for the state the server's circuit breaker is in, 0 for the others.", []string{"server", "state"}, constLabels),
 		generationDesc: prometheus.NewDesc("mcpvisor_server_generation",
 			"Successful connects of the server so far; each is a new session.", []string{"server"}, constLabels),
+		memoryDesc: prometheus.NewDesc("mcpvisor_server_memory_bytes",
+			"Resident memory of a running stdio server's process group (the server and everything it started); absent where it cannot be measured.", []string{"server"}, constLabels),
+		cpuDesc: prometheus.NewDesc("mcpvisor_server_cpu_seconds_total",
+			"User and system CPU time of a running stdio server's process group since its process started; starts again from zero when it is restarted.", []string{"server"}, constLabels),
 		sessionsDesc: prometheus.NewDesc("mcpvisor_downstream_sessions",
 			"Downstream MCP sessions open (HTTP and stdio).", nil, constLabels),
 		catalogTruncatedDesc: prometheus.NewDesc("mcpvisor_catalog_truncated",
@@ -201,6 +209,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.stateDesc
 	ch <- m.breakerDesc
 	ch <- m.generationDesc
+	ch <- m.memoryDesc
+	ch <- m.cpuDesc
 	ch <- m.sessionsDesc
 	ch <- m.catalogTruncatedDesc
 	ch <- m.namesOverDesc
@@ -222,6 +232,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(m.generationDesc, prometheus.GaugeValue, float64(st.Generation), st.Name)
 			ch <- prometheus.MustNewConstMetric(m.catalogTruncatedDesc, prometheus.GaugeValue, boolValue(st.CatalogTruncatedReason != ""), st.Name)
+			if st.RSSBytes > 0 {
+				ch <- prometheus.MustNewConstMetric(m.memoryDesc, prometheus.GaugeValue, float64(st.RSSBytes), st.Name)
+				ch <- prometheus.MustNewConstMetric(m.cpuDesc, prometheus.CounterValue, st.CPUSeconds, st.Name)
+			}
 		}
 	}
 	m.namesMu.RLock()

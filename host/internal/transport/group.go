@@ -86,6 +86,10 @@ func (g *ProcessGroup) Started(pid int) {
 // Pgid is the group's id (0 before Started when there is no keeper).
 func (g *ProcessGroup) Pgid() int { return g.pgid }
 
+// Keeper is the keeper's pid, 0 without one: a member of the group that
+// is not the server's, left out when the group is measured.
+func (g *ProcessGroup) Keeper() int { return g.keeper.pid() }
+
 // Signal sends sig to every process in the group. The keeper ignores every
 // signal but SIGKILL, so SIGTERM reaches only the server and its children.
 func (g *ProcessGroup) Signal(sig syscall.Signal) error {

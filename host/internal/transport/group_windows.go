@@ -119,6 +119,9 @@ func (g *ProcessGroup) Pgid() int {
 	return g.pid
 }
 
+// Keeper is 0: Windows groups have no keeper process.
+func (g *ProcessGroup) Keeper() int { return 0 }
+
 // Signal delivers sig to the group. Only SIGKILL means anything on
 // Windows: it terminates every process in the job (or the child alone
 // when there is no job). Other signals do nothing; closing the server's

@@ -20,6 +20,10 @@ func TestMain(m *testing.M) {
 		holdProcess(os.Args[len(os.Args)-2], os.Args[len(os.Args)-1])
 		return
 	}
+	if mode := os.Getenv(limitedEnv); mode != "" {
+		limitedProcess(mode)
+		return
+	}
 	os.Exit(testutil.RunWithLeakCheck(m))
 }
 

@@ -37,6 +37,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/time/rate"
 
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/resources"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
@@ -85,6 +89,11 @@ const (
 	maxStderrLine = 8 << 10
 )
 
+// newLimits makes a server process's limits; the tests swap in
+// resources.NewWithoutCgroups to try the fallback on a machine with
+// cgroups.
+var newLimits = resources.New
+
 // ProcessConfig describes a stdio server process.
 type ProcessConfig struct {
 	// Command is the program; looked up in PATH when it has no slash.
@@ -103,6 +112,21 @@ type ProcessConfig struct {
 	MaxMessageSize int64
 	// Server names the server block in the error of such a call.
 	Server string
+
+	// Sandbox, when set, confines the process with the kernel
+	// (docs/design.md §18.1).
+	Sandbox *config.Sandbox
+	// Rlimits are set and Cgroups joined before the command runs
+	// (docs/design.md §18.2).
+	Rlimits []sandbox.Rlimit
+	Cgroups []string
+	// Limits bounds the process group's memory, processes and open files
+	// (the server's limits block; docs/design.md §18.2). Zero: no limits.
+	Limits config.Limits
+	// OnLimitStop, if set, is called once when the process group is
+	// stopped for going over its memory limit, with the reason (which
+	// wraps ErrMemoryLimit), before the stop begins.
+	OnLimitStop func(err error)
 }
 
 // Process is a running stdio server in its own process group.
@@ -130,8 +154,19 @@ type Process struct {
 	errLimit   *rate.Limiter
 	dropped    int // stderr lines not logged since the last logged one
 
+	// tmp is the private temporary directory of a sandboxed server,
+	// removed once its group is gone.
+	tmp string
+
 	stopOnce sync.Once
 	stopErr  error
+
+	// limits enforces ProcessConfig.Limits; nil without limits.
+	limits      *resources.Group
+	onLimitStop func(error)
+	// memErr is set when the group was stopped (or OOM-killed) for its
+	// memory limit; Err then wraps it.
+	memErr atomic.Pointer[resources.MemoryLimitError]
 }
 
 // StartProcess starts the process. The returned Process's Transport speaks
@@ -146,30 +181,84 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		return nil, fmt.Errorf("%w: command %q not found: %w (check `command` and PATH)", recovery.ErrCannotStart, cfg.Command, err)
 	}
 
+	spec, tmp, warning, err := sandbox.Prepare(cfg.Sandbox, cfg.Server, cfg.Command, path, cfg.Args, cfg.Env, cfg.Dir)
+	if err != nil {
+		// A missing path or a kernel without the Landlock it needs: no
+		// retry can fix that.
+		return nil, fmt.Errorf("%w: %w", recovery.ErrCannotStart, err)
+	}
+	if warning != "" {
+		logger.Warn("sandbox not fully enforced: " + warning)
+	}
+	spec.Rlimits, spec.Cgroups = cfg.Rlimits, cfg.Cgroups
+	removeTmp := func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+	}
+	// The limits block's cgroups and rlimits are applied by the launcher
+	// in the child, before the command runs: no window in which the
+	// server (or a child it forks) runs outside them (docs/design.md
+	// §18.2).
+	var limits *resources.Group
+	if !cfg.Limits.IsZero() {
+		limits = newLimits(cfg.Server, cfg.Limits, ErrMemoryLimit, logger)
+		ls := limits.Spec()
+		for _, r := range ls.Rlimits {
+			spec.Rlimits = append(spec.Rlimits, sandbox.Rlimit{Resource: r.Resource, Cur: r.Cur, Max: r.Max})
+		}
+		spec.Cgroups = append(spec.Cgroups, ls.CgroupDirs...)
+		removeTmp = func() { // and the cgroups, on every failed start below
+			limits.Close()
+			if tmp != "" {
+				os.RemoveAll(tmp)
+			}
+		}
+	}
+	// The launcher (host/internal/sandbox) confines itself and execs the
+	// command in place: same pid, same group, same keeper.
+	cmd := exec.Command(path, cfg.Args...)
+	if spec.Needed() {
+		if cmd, err = sandbox.Command(spec); err != nil {
+			removeTmp()
+			return nil, fmt.Errorf("%w: %w", recovery.ErrCannotStart, err)
+		}
+	}
+
 	inR, inW, err := os.Pipe()
 	if err != nil {
+		removeTmp()
 		return nil, err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW)
+		removeTmp()
 		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW, outR, outW)
+		removeTmp()
 		return nil, err
 	}
 
 	group := NewProcessGroup(logger)
-	cmd := exec.Command(path, cfg.Args...)
-	cmd.Env = cfg.Env
+	if !spec.Needed() {
+		cmd.Env = cfg.Env
+	}
 	cmd.Dir = cfg.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.SysProcAttr = group.SysProcAttr()
+	sandbox.ProcAttr(spec, cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		group.Release()
+		limits.Close()
 		closeAll(inR, inW, outR, outW, errR, errW)
+		removeTmp()
+		if spec.OwnNetwork && errors.Is(err, syscall.EPERM) {
+			return nil, fmt.Errorf("%w: starting %q: %w: network = \"none\" needs a network namespace (and, when mcpvisor is not root, a user namespace), which this system refused (docs/sandbox.md, \"Kernel requirements\")", recovery.ErrCannotStart, cfg.Command, err)
+		}
 		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, fs.ErrNotExist) {
 			// Not executable, not a program, or its working directory
 			// is missing: no retry can fix that.
@@ -189,12 +278,30 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		stdout: outR,
 		logger: logger,
 		exited: make(chan struct{}),
+		tmp:    tmp,
 
 		maxMessage: cfg.MaxMessageSize,
 		server:     cfg.Server,
 
 		strayLimit: rate.NewLimiter(strayRate, strayBurst),
 		errLimit:   rate.NewLimiter(stderrRate, stderrBurst),
+
+		limits:      limits,
+		onLimitStop: cfg.OnLimitStop,
+	}
+	if limits != nil {
+		kv := []any{"pid", cmd.Process.Pid, "mode", limits.Mode()}
+		if l := cfg.Limits; l.Memory > 0 {
+			kv = append(kv, "memory", config.FormatSize(l.Memory))
+		}
+		if l := cfg.Limits; l.Processes > 0 {
+			kv = append(kv, "processes", l.Processes)
+		}
+		if l := cfg.Limits; l.OpenFiles > 0 {
+			kv = append(kv, "open_files", l.OpenFiles)
+		}
+		logger.Debug("server process limits applied", kv...)
+		go limits.Watch(group.Pgid(), group.Keeper(), p.exited, p.overMemory)
 	}
 	stderrDone := make(chan struct{})
 	go p.readStderr(errR, stderrDone)
@@ -208,6 +315,13 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		p.waitErr = err
+		if limits != nil && limits.MemoryByCgroup() {
+			// A kernel OOM kill in the memory cgroup is the same reason
+			// as a sampled excess.
+			if e := limits.Check(0, 0); e != nil && p.memErr.CompareAndSwap(nil, e) {
+				p.limitStopped(e)
+			}
+		}
 		close(p.exited)
 	}()
 	return p, nil
@@ -304,6 +418,18 @@ func readCappedLine(br *bufio.Reader) (line []byte, cut int, err error) {
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 var _ ProcessLink = (*Process)(nil)
+var _ UsageReporter = (*Process)(nil)
+
+// Usage is what a server's process group uses (resources.Usage).
+type Usage = resources.Usage
+
+// UsageReporter is a link whose process group can be measured, for
+// status and the metrics gauges.
+type UsageReporter interface {
+	// Usage measures the group; ok is false once it has exited or where
+	// it cannot be measured.
+	Usage() (u Usage, ok bool)
+}
 
 // Transport returns the JSON-RPC transport over the process's stdio.
 func (p *Process) Transport() mcp.Transport {
@@ -321,7 +447,9 @@ func (p *Process) tooLarge(limit int64) error {
 func (p *Process) Done() <-chan struct{} { return p.exited }
 
 // Err describes how the process exited, with the last stderr lines. It wraps
-// recovery.ErrProcessExited. It is nil while the process runs.
+// recovery.ErrProcessExited, and ErrMemoryLimit when the group was stopped
+// (or OOM-killed) for its memory limit: "memory limit 512MiB exceeded".
+// It is nil while the process runs.
 func (p *Process) Err() error {
 	select {
 	case <-p.exited:
@@ -338,6 +466,15 @@ func (p *Process) Err() error {
 	tail := strings.Join(p.tail, "\n")
 	stray := p.stray
 	p.tailMu.Unlock()
+	if e := p.memErr.Load(); e != nil {
+		return fmt.Errorf("%w: %w (%s)%s", recovery.ErrProcessExited, e, how, tailNote(tail, stray))
+	}
+	return fmt.Errorf("%w (%s)%s", recovery.ErrProcessExited, how, tailNote(tail, stray))
+}
+
+// tailNote is what Err adds of the last stderr lines and the first stray
+// stdout line.
+func tailNote(tail, stray string) string {
 	var more string
 	if tail != "" {
 		more += "; last stderr: " + recovery.Redact(lastLines(tail, 3))
@@ -345,7 +482,48 @@ func (p *Process) Err() error {
 	if stray != "" {
 		more += fmt.Sprintf("; it wrote %q to stdout, which is for MCP messages only", recovery.Redact(stray))
 	}
-	return fmt.Errorf("%w (%s)%s", recovery.ErrProcessExited, how, more)
+	return more
+}
+
+// overMemory is told by the limits' watcher that the group is over its
+// memory limit: the group is stopped through Close, and the exit that
+// follows is a crash whose error wraps ErrMemoryLimit, so the supervisor
+// restarts the server and counts it against the retry budget.
+func (p *Process) overMemory(e *resources.MemoryLimitError) {
+	if !p.memErr.CompareAndSwap(nil, e) {
+		return
+	}
+	p.limitStopped(e)
+	go p.Close(context.Background())
+}
+
+// limitStopped logs a memory-limit stop and tells OnLimitStop.
+func (p *Process) limitStopped(e *resources.MemoryLimitError) {
+	kv := []any{"pid", p.Pid(), "limit", config.FormatSize(e.Limit)}
+	if e.OOMKill {
+		kv = append(kv, "by", "kernel OOM killer in the server's memory cgroup")
+	} else {
+		kv = append(kv, "rss", fmt.Sprintf("%.1fMiB", float64(e.RSS)/(1<<20)))
+	}
+	p.logger.Warn(e.Error()+"; stopping the server's process group, the supervisor restarts it", kv...)
+	if p.onLimitStop != nil {
+		p.onLimitStop(e)
+	}
+}
+
+// Usage measures the server's processes: the members of its cgroup where
+// its limits made one, else its process group (the keeper left out). ok
+// is false once the server has exited, or where it cannot be measured.
+func (p *Process) Usage() (u resources.Usage, ok bool) {
+	select {
+	case <-p.exited:
+		return resources.Usage{}, false
+	default:
+	}
+	if p.limits != nil {
+		return p.limits.Usage(p.group.Pgid(), p.group.Keeper())
+	}
+	return resources.GroupUsage(p.group.Pgid(), p.group.Keeper())
 }
 
 // StderrTail returns the last lines the process wrote to stderr.
@@ -364,6 +542,12 @@ func (p *Process) Close(ctx context.Context) error {
 }
 
 func (p *Process) stop(ctx context.Context) error {
+	if p.tmp != "" {
+		// Last, once the group is gone or SIGKILLed.
+		defer os.RemoveAll(p.tmp)
+	}
+	// Runs last: the cgroups go once the group is gone.
+	defer p.limits.Close()
 	p.stdin.Close()
 	defer p.stdout.Close()
 	// The keeper guards the group until stop is done with it.

@@ -71,6 +71,10 @@ type Options struct {
 	// all the servers sharing it (the host's max_inflight_bytes); nil
 	// gives the server a budget of its own of the default size.
 	ResultBudget *ResultBudget
+	// LimitStop, if set, is told when a stdio server's process group is
+	// stopped for going over its memory limit (the error wraps
+	// ErrMemoryLimit), for the audit log.
+	LimitStop func(server string, err error)
 }
 
 // A LoginWaiter is a Dialer whose credentials come from `mcpvisor login`.
@@ -102,6 +106,9 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 
 			MaxMessageSize: messageLimit(srv),
 			Server:         srv.Name,
+			Sandbox:        srv.Sandbox,
+			Limits:         srv.Limits,
+			OnLimitStop:    limitStop(srv.Name, opts.LimitStop),
 		}}, nil
 	case config.TransportStreamable, config.TransportSSE:
 		hc := opts.HTTPClient
@@ -134,6 +141,14 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 	default:
 		return nil, fmt.Errorf("server %q: unknown transport %q", srv.Name, srv.Transport)
 	}
+}
+
+// limitStop binds a LimitStop hook to its server; nil without one.
+func limitStop(server string, hook func(string, error)) func(error) {
+	if hook == nil {
+		return nil
+	}
+	return func(err error) { hook(server, err) }
 }
 
 // stdioDialer starts one process per Dial.

@@ -95,6 +95,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 	"github.com/mcpvisor/mcpvisor/host/status"
@@ -321,9 +322,11 @@ func (s *Supervisor) Done() <-chan struct{} { return s.done }
 // Status returns a snapshot of the supervisor's state.
 func (s *Supervisor) Status() Status {
 	st := Status{
-		Name:       s.name,
-		Transport:  string(s.cfg.Transport),
-		MaxRetries: s.cfg.Reconnect.MaxRetries,
+		Name:        s.name,
+		Transport:   string(s.cfg.Transport),
+		MaxRetries:  s.cfg.Reconnect.MaxRetries,
+		Sandbox:     sandbox.Summary(s.cfg.Sandbox),
+		MemoryLimit: s.cfg.Limits.Memory,
 	}
 	s.life.status(&st)
 	switch st.State {
@@ -342,6 +345,29 @@ func (s *Supervisor) Status() Status {
 		if p, ok := cur.link.(transport.ProcessLink); ok {
 			st.Pid = p.Pid()
 		}
+	}
+	return st
+}
+
+// Usage measures the process group of a running stdio server (its RSS
+// and CPU, docs/design.md §18.2); ok is false for other servers and while
+// no process runs. It reads /proc, so Status, which state changes and
+// probes read often, leaves it out: the status and metrics endpoints add
+// it (WithUsage).
+func (s *Supervisor) Usage() (transport.Usage, bool) {
+	if cur := s.sessions.ready(); cur != nil {
+		if u, ok := cur.link.(transport.UsageReporter); ok {
+			return u.Usage()
+		}
+	}
+	return transport.Usage{}, false
+}
+
+// WithUsage is st with the RSS and CPU of the server's process group
+// (Usage) filled in, where they can be measured.
+func (s *Supervisor) WithUsage(st Status) Status {
+	if u, ok := s.Usage(); ok {
+		st.RSSBytes, st.CPUSeconds = u.RSS, u.CPU.Seconds()
 	}
 	return st
 }

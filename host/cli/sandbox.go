@@ -1,0 +1,132 @@
+package cli
+
+// The sandbox command: a server's effective sandbox rules, without
+// starting anything (docs/sandbox.md).
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
+)
+
+func sandboxCmd(args []string, stdio IO) int {
+	fs, path := newFlags("sandbox", stdio)
+	name, ok := parseOneArg(fs, args, stdio, commands["sandbox"].synopsis)
+	if !ok {
+		return ExitUsage
+	}
+	cfg, ok := loadConfig(*path, stdio)
+	if !ok {
+		return ExitUsage
+	}
+	var srv *config.Server
+	var names []string
+	for i := range cfg.Servers {
+		names = append(names, cfg.Servers[i].Name)
+		if cfg.Servers[i].Name == name {
+			srv = cfg.Servers[i]
+		}
+	}
+	if srv == nil {
+		msg := fmt.Sprintf("mcpvisor sandbox: %s has no server %q", *path, termSafe(name))
+		if s := suggest(name, names); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		fmt.Fprintln(stdio.Stderr, msg)
+		return ExitUsage
+	}
+	w := stdio.Stdout
+	if srv.Sandbox == nil {
+		fmt.Fprintf(w, "server %q: no sandbox block; it runs with the rights of mcpvisor's user.\n", srv.Name)
+		printLimits(w, srv.Limits)
+		return ExitOK
+	}
+	if runtime.GOOS != "linux" {
+		// validate refuses the block first; kept for Go-built configs.
+		fmt.Fprintf(stdio.Stderr, "mcpvisor sandbox: server %q: %v\n", srv.Name, sandbox.ErrUnsupported)
+		return ExitRuntime
+	}
+	resolved, err := exec.LookPath(srv.Command)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor sandbox: server %q: command %q not found (%v); the defaults depend on where it is installed\n", srv.Name, termSafe(srv.Command), err)
+		return ExitRuntime
+	}
+	r, err := sandbox.Effective(srv.Sandbox, srv.Name, srv.Command, resolved, transport.ChildEnv(srv.Env), srv.Cwd)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor sandbox: %s\n", termSafeErr(err))
+		return ExitRuntime
+	}
+	have, need := sandbox.ABI(), sandbox.NeededABI(len(r.Connect) > 0)
+	kernel := fmt.Sprintf("this kernel has Landlock ABI %d, the rules need %d", have, need)
+	switch {
+	case have == 0:
+		kernel = fmt.Sprintf("this kernel has no Landlock, the rules need ABI %d", need)
+	}
+	if have < need {
+		if r.BestEffort {
+			kernel += ": best_effort, so it starts with what the kernel can enforce"
+		} else {
+			kernel += ": it would refuse to start (set best_effort = true, or upgrade the kernel)"
+		}
+	}
+	fmt.Fprintf(w, "server %q: %s (%s)\n", srv.Name, sandbox.Summary(srv.Sandbox), kernel)
+	fmt.Fprintf(w, "command: %s\n", termSafe(resolved))
+	fmt.Fprintln(w, "read (read and execute):")
+	for _, p := range r.Read {
+		fmt.Fprintf(w, "  %s\n", termSafe(p))
+	}
+	fmt.Fprintln(w, "write (read, write, create, remove):")
+	for _, p := range r.Write {
+		note := ""
+		if slices.Contains(r.Caches, p) {
+			if _, err := os.Stat(p); err != nil {
+				note = "  (created at start)"
+			}
+		}
+		fmt.Fprintf(w, "  %s%s\n", termSafe(p), note)
+	}
+	fmt.Fprintln(w, "  a private temporary directory, new at each start, as TMPDIR")
+	if r.Network == config.NetworkNone {
+		fmt.Fprintln(w, "network: none (a network namespace of its own: only its own loopback)")
+	} else {
+		fmt.Fprintln(w, "network: any (the host's network)")
+	}
+	if len(r.Connect) > 0 {
+		ports := make([]string, len(r.Connect))
+		for i, p := range r.Connect {
+			ports[i] = strconv.Itoa(p)
+		}
+		fmt.Fprintf(w, "connect: TCP ports %s only\n", strings.Join(ports, ", "))
+	} else if r.Network != config.NetworkNone {
+		fmt.Fprintln(w, "connect: any TCP port")
+	}
+	printLimits(w, srv.Limits)
+	return ExitOK
+}
+
+// printLimits prints a limits block, if the server has one.
+func printLimits(w io.Writer, l config.Limits) {
+	if l.IsZero() {
+		return
+	}
+	var parts []string
+	if l.Memory > 0 {
+		parts = append(parts, "memory "+config.FormatSize(l.Memory))
+	}
+	if l.Processes > 0 {
+		parts = append(parts, fmt.Sprintf("processes %d", l.Processes))
+	}
+	if l.OpenFiles > 0 {
+		parts = append(parts, fmt.Sprintf("open files %d", l.OpenFiles))
+	}
+	fmt.Fprintf(w, "limits: %s\n", strings.Join(parts, ", "))
+}
