@@ -102,6 +102,10 @@ func TestMemoryHogRestartedAtItsLimit(t *testing.T) {
 		return st.State == "ready" && st.Generation > hog.Generation && st.Pid != hog.Pid &&
 			strings.Contains(st.LastError, "memory limit 64MiB exceeded")
 	})
+	// The restart is counted with its reason (docs/operations.md).
+	if v := mv.labeledMetric(t, "mcpvisor_server_restarts_total", `server="hog"`, `reason="memory_limit"`); v != 1 {
+		t.Errorf("mcpvisor_server_restarts_total{server=\"hog\",reason=\"memory_limit\"} = %v, want 1\n%s", v, mv.metricsText(t))
+	}
 	// The restarted server works, within its limit.
 	if got, err := callPlain(cs, "hog__allocate", map[string]any{"mib": 8}); err != nil || got != "holding 8 MiB" {
 		t.Fatalf("the restarted hog: %q, %v", got, err)

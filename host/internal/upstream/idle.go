@@ -420,6 +420,17 @@ func restartReason(sess *session, err error) RestartReason {
 	}
 }
 
+// closedReason is why, once sess is closed: a stop over limits.memory is
+// certain then (the link's error wraps transport.ErrMemoryLimit from
+// before that stop began), even when the session's end was seen before
+// the process's exit was.
+func closedReason(sess *session, why RestartReason) RestartReason {
+	if errors.Is(sess.link.Err(), transport.ErrMemoryLimit) {
+		return RestartMemoryLimit
+	}
+	return why
+}
+
 // restarted is the run loop's report of a session after the first (sess
 // of generation > 1, just connected), started again for why ("" when not
 // known: transport).

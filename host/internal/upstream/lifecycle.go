@@ -189,6 +189,7 @@ func (s *Supervisor) run() {
 				s.setState(StateReconnecting, time.Time{})
 			}
 			s.closeSession(sess)
+			why = closedReason(sess, why)
 			if s.isStopping() {
 				return
 			}
