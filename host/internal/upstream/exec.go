@@ -28,9 +28,11 @@ means, carried out (carryOut) and turned into the caller's error
 Lock story: executor has no lock and no state of its own. It reads the
 parts it shares with the supervisor: the published session (sessions,
 lock-free), the lifecycle's snapshots (lifecycle.mu, a leaf), the breaker
-(Breaker.mu, a leaf) and the calls in flight (calls.mu, a leaf); it never
-holds one lock while taking another. It changes no state: it reports a
-failed generation and signals the run loop (inbox), which decides.
+(Breaker.mu, a leaf), the calls in flight (calls.mu, a leaf) and the idle
+bookkeeping (idler: atomics; idle.go); it never holds one lock while
+taking another. It changes no state: it reports a failed generation and
+signals the run loop (inbox), which decides; an idle server it finds is
+started by the run loop, on its signal.
 */
 
 // ErrStopped is wrapped by errors for operations on a stopped supervisor.
@@ -141,9 +143,9 @@ func (e *executor) do(ctx context.Context, d Downstream, op string, replayable b
 	return e.callError(op, f, next, err)
 }
 
-// hold holds sess for an attempt of operation op (idle.go: idler.hold). A session
-// being retired is not used: the operation waits for the next one within
-// its deadline (acquire, which starts an idle server).
+// hold holds sess for an attempt of operation op (idle.go: idler.hold).
+// A session being retired is not used: the operation waits for the next
+// one within its deadline (acquire, which starts an idle server).
 func (e *executor) hold(ctx context.Context, op string, sess *session) (*session, error) {
 	for !e.idle.hold(sess) {
 		var err error

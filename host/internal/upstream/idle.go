@@ -28,8 +28,9 @@ the hooks elsewhere are small:
     (through setState, so lifecycle.transition) for a call or a Revive
     (awaitCall) before the loop connects again. The run loop keeps why the
     last session ended (a *recycled's reason, or restartReason of its
-    death) and reports each session after the first to the Observer as a
-    restart with that reason (restarted).
+    death, made certain for a memory-limit stop by closedReason) and
+    reports each session after the first to the Observer as a restart
+    with that reason (restarted).
 
 Retiring a session: sessions.cur is set to nil first, so no new operation
 picks the session up; then the session is marked retired and its holds are
