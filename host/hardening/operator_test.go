@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,43 @@ func TestOperatorEndpoints(t *testing.T) {
 	}
 	if code, stdout, _ := runCLI(t, "policy", "check", "-config", mv.config, "-operator", "sub:user-"+clientGood); code != 0 || !strings.Contains(stdout, `policy "oncall" operator = true`) {
 		t.Errorf("policy check -operator for the subject: exit %d: %s; want 0 naming the policy", code, stdout)
+	}
+}
+
+// TestPolicyCheckOperatorCLI: `mcpvisor policy check -operator` says
+// whether a caller may use the operator endpoints (exit 0 yes, 1 no), and
+// every decision on a tool ends with the caller's operator line.
+func TestPolicyCheckOperatorCLI(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.hcl")
+	if err := os.WriteFile(path, []byte(operatorAgents+`
+policy "oncall" {
+  subjects = ["group:oncall"]
+  operator = true
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"-operator", "sub:bob", "group:oncall"}, 0, []string{"allow: the operator endpoints (/control/*, the console /ui) for a token with sub:bob group:oncall", `decided by: policy "oncall" operator = true`, "policies that apply: agents, oncall"}},
+		{[]string{"-operator", "sub:alice", "group:analysts"}, 1, []string{"deny: the operator endpoints", `no policy that applies to subject "alice" has operator = true (the policies that apply to it: "agents")`, "to allow: add operator = true"}},
+		{[]string{"-operator", "token"}, 0, []string{"allow: the operator endpoints (/control/*, the console /ui) for the shared token's caller"}},
+		{[]string{"sub:alice", "echo__echo"}, 0, []string{`allow: tool "echo__echo"`, "operator: no, /control/* and the console refuse it"}},
+		{[]string{"sub:bob", "group:oncall", "gh__read"}, 1, []string{`deny: tool "gh__read"`, `operator: yes, it may use /control/* and the console (policy "oncall" operator = true)`}},
+		{[]string{"-operator", "-prompt", "sub:alice"}, 2, nil},
+		{[]string{"-operator"}, 2, nil},
+	} {
+		code, stdout, stderr := runCLI(t, append([]string{"policy", "check", "-config", path}, tc.args...)...)
+		if code != tc.code {
+			t.Errorf("policy check %v: exit %d; want %d\nstdout: %s\nstderr: %s", tc.args, code, tc.code, stdout, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("policy check %v: output lacks %q:\n%s", tc.args, w, stdout)
+			}
+		}
 	}
 }
