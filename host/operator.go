@@ -60,11 +60,17 @@ func (h *Host) isOperator(r *http.Request) policy.Decision {
 func (h *Host) operatorOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := h.isOperator(r)
+		s := identity.FromContext(r.Context())
 		if d.Allowed {
+			if r.Method == http.MethodPost {
+				// Who changed what runs, for the log reader (the audit
+				// log records calls, not operations).
+				h.logger.Named("http").Info("operator request", "path", r.URL.Path, "server", r.URL.Query().Get("server"),
+					"subject", callerSelector(s), "allowed_by", d.Rule, "remote", r.RemoteAddr)
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
-		s := identity.FromContext(r.Context())
 		h.telemetry.PolicyDecision(decisionOperatorDenied, "")
 		h.logger.Named("http").Warn("operator endpoint refused: the caller is not an operator",
 			"method", r.Method, "path", r.URL.Path, "subject", callerSelector(s), "rule", d.Rule, "remote", r.RemoteAddr)
