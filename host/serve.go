@@ -105,6 +105,11 @@ func configPath(filename string) string {
 //     `mcpvisor revive`, `restart`, `add` and `remove` ask of a running host;
 //   - /ui and /ui/events: the web console (docs/operations.md, "Web console").
 //
+// The control endpoints and the console answer operators only: a request
+// over the control socket, the shared token's caller, and an OIDC subject
+// a policy with operator = true applies to (operator.go, docs/auth.md);
+// anyone else gets 403.
+//
 // Every request first passes the ingress checks — a request that reached
 // a loopback address must name a loopback Host (DNS rebinding), a
 // browser's Origin must be loopback, and the host block's bearer token or,
@@ -125,8 +130,10 @@ func (h *Host) Handler() http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
-			enc.Encode(StatusReport{Version: Version, Replica: h.replica, Draining: h.Draining(), Servers: h.Status(),
-				Config: configPath(h.servers.Load().cfg.Filename)})
+			// Read-only, for every caller; without what other callers'
+			// calls left for one who is not an operator (operator.go).
+			enc.Encode(h.statusFor(r, StatusReport{Version: Version, Replica: h.replica, Draining: h.Draining(), Servers: h.Status(),
+				Config: configPath(h.servers.Load().cfg.Filename)}))
 		})
 		// The exposed tools with their servers, for `mcpvisor tools`
 		// (tools/list carries no server).
@@ -146,11 +153,12 @@ func (h *Host) Handler() http.Handler {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "ok\n")
 		})
-		mux.HandleFunc("POST /control/revive", h.control(h.Revive))
-		mux.HandleFunc("POST /control/restart", h.control(h.Restart))
+		// The operator endpoints answer operators only (operator.go).
+		mux.Handle("POST /control/revive", h.operatorOnly(h.control(h.Revive)))
+		mux.Handle("POST /control/restart", h.operatorOnly(h.control(h.Restart)))
 		// `mcpvisor add` and `remove` (reloadcontrol.go).
-		mux.HandleFunc("POST /control/reload", h.serveReload)
-		h.mountConsole(mux) // the web console at /ui (ui.go)
+		mux.Handle("POST /control/reload", h.operatorOnly(http.HandlerFunc(h.serveReload)))
+		h.mountConsole(mux) // the web console at /ui (ui.go), operators only
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 			h.readyzAsked.Store(true)
 			rep := h.Readiness()

@@ -14,7 +14,10 @@ The revive and restart buttons POST to the control endpoints
 (/control/revive, /control/restart).
 
 Every console request passes the same ingress as /status (Host and Origin
-checks, the bearer token). A browser cannot attach a bearer token to a page
+checks, the bearer token), and then the operator check (operator.go): the
+console shows every caller's recent calls and restarts servers, so an
+OIDC subject needs a policy with operator = true; the shared token's
+caller is an operator. A browser cannot attach a bearer token to a page
 load or an EventSource, so on a host with a token the console is opened
 once as /ui?token=TOKEN from a loopback client: the page sets an HttpOnly,
 SameSite=Strict cookie holding a digest of the token and redirects to /ui.
@@ -47,6 +50,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/audit"
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
 
@@ -281,17 +285,21 @@ func (h *Host) consolePage() consolePage {
 // mountConsole adds the console's routes to mux.
 func (h *Host) mountConsole(mux *http.ServeMux) {
 	static, _ := fs.Sub(consoleFiles, "ui/static")
-	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /ui", h.serveConsole)
-	mux.HandleFunc("GET /ui/{$}", h.serveConsole)
-	mux.HandleFunc("GET /ui/events", h.serveConsoleEvents)
+	// Operators only (operator.go): the page and its stream show every
+	// caller's recent calls. The check comes before serveConsole, so a
+	// caller who is not an operator never gets the console's cookie.
+	mux.Handle("GET /ui/static/", h.operatorOnly(http.StripPrefix("/ui/static/", http.FileServerFS(static))))
+	mux.Handle("GET /ui", h.operatorOnly(http.HandlerFunc(h.serveConsole)))
+	mux.Handle("GET /ui/{$}", h.operatorOnly(http.HandlerFunc(h.serveConsole)))
+	mux.Handle("GET /ui/events", h.operatorOnly(http.HandlerFunc(h.serveConsoleEvents)))
 }
 
 func (h *Host) serveConsole(w http.ResponseWriter, r *http.Request) {
-	if token := r.URL.Query().Get("token"); token != "" && h.servers.Load().cfg.Host.BearerToken != "" {
+	if token := r.URL.Query().Get("token"); token != "" && h.servers.Load().cfg.Host.BearerToken != "" && sharedTokenCaller(r) {
 		// The ingress accepted the token (consoleAuth made it the
-		// request's bearer token): keep it as a cookie and take it out of
-		// the address bar and the history.
+		// request's bearer token; a request with a JWT of its own is not
+		// the shared token's caller and gets no cookie): keep it as a
+		// cookie and take it out of the address bar and the history.
 		http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: consoleCredential(token), Path: "/",
 			HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, "/ui", http.StatusSeeOther)
@@ -306,6 +314,13 @@ func (h *Host) serveConsole(w http.ResponseWriter, r *http.Request) {
 	consoleHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Write(buf.Bytes())
+}
+
+// sharedTokenCaller reports whether the ingress admitted r as the shared
+// token's caller.
+func sharedTokenCaller(r *http.Request) bool {
+	s := identity.FromContext(r.Context())
+	return s != nil && s.Via == identity.ViaToken
 }
 
 // consoleHeaders keeps the console out of caches and frames and lets it

@@ -527,7 +527,15 @@ func askReload(t target) (host.ReloadReport, error) {
 	switch {
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
 		return rep, errors.New("it is an older mcpvisor without POST /control/reload; reload it with SIGHUP")
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+	case resp.StatusCode == http.StatusForbidden:
+		// Not an operator (a JWT in MCPVISOR_TOKEN over TCP): the body says
+		// what is missing.
+		var ref host.OperatorRefusal
+		if json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&ref) == nil && ref.Error != "" {
+			return rep, errors.New(ref.Error)
+		}
+		return rep, errors.New("it refused the token; set MCPVISOR_TOKEN to its bearer token")
+	case resp.StatusCode == http.StatusUnauthorized:
 		return rep, errors.New("it refused the token; set MCPVISOR_TOKEN to its bearer token")
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 1<<20)).Decode(&rep); err != nil {

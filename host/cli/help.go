@@ -152,14 +152,17 @@ var commands = map[string]command{
 	},
 	"policy": {
 		summary:  "policy check: explain what the policies decide for a caller and a tool",
-		synopsis: "mcpvisor policy check [-config FILE] [-prompt | -resource] SUBJECT... NAME",
+		synopsis: "mcpvisor policy check [-config FILE] [-prompt | -resource] SUBJECT... NAME\n       mcpvisor policy check [-config FILE] -operator SUBJECT...",
 		args: "SUBJECT  the caller: sub:ID, email:ADDRESS, group:NAME (any number) and client:ID\n" +
 			"         together describe one token's claims; or token, local or anonymous alone\n" +
 			"NAME     the exposed tool name (SERVER__TOOL), prompt name (-prompt) or resource URI (-resource)",
 		about: "Reads the configuration file only (no running host needed) and prints allow or deny, the rule\n" +
-			"that decided, the policies that apply to the caller and the rate limits a call would count\n" +
-			"against. Exit code 0 allowed, 1 denied, 2 bad usage or invalid configuration (docs/auth.md).",
-		examples: []string{"mcpvisor policy check group:analysts github__delete_repo", "mcpvisor policy check sub:alice email:alice@example.com group:analysts notes__read", "mcpvisor policy check -resource local 'file:///home/alice/notes.md'"},
+			"that decided, the policies that apply to the caller, the rate limits a call would count\n" +
+			"against, and whether the caller is an operator. With -operator and no NAME it decides only\n" +
+			"that: may the caller use the operator endpoints (/control/*, the console /ui; an OIDC\n" +
+			"subject needs a policy with operator = true). Exit code 0 allowed, 1 denied, 2 bad usage or\n" +
+			"invalid configuration (docs/auth.md).",
+		examples: []string{"mcpvisor policy check group:analysts github__delete_repo", "mcpvisor policy check sub:alice email:alice@example.com group:analysts notes__read", "mcpvisor policy check -resource local 'file:///home/alice/notes.md'", "mcpvisor policy check -operator sub:alice group:oncall"},
 	},
 	"completion": {
 		summary:  "print a shell completion script (bash, zsh or fish)",

@@ -43,9 +43,17 @@ func policyCheckCmd(args []string, stdio IO) int {
 	fs, path := newFlags("policy check", stdio)
 	prompt := fs.Bool("prompt", false, "NAME is a prompt, not a tool")
 	resource := fs.Bool("resource", false, "NAME is a resource URI, not a tool")
+	operator := fs.Bool("operator", false, "no NAME: whether the caller may use the operator endpoints (/control/*, the console /ui)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return ExitUsage
+	}
+	if *operator {
+		if *prompt || *resource || len(pos) == 0 {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor policy check: -operator wants SUBJECT... and no NAME, such as: mcpvisor policy check -operator sub:alice group:oncall\n")
+			return ExitUsage
+		}
+		return operatorCheck(*path, pos, stdio)
 	}
 	if len(pos) < 2 {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor policy check: want SUBJECT... NAME, such as: mcpvisor policy check group:analysts github__delete_repo\n")
@@ -75,6 +83,7 @@ func policyCheckCmd(args []string, stdio IO) int {
 	e := policy.New(cfg.Policies, cfg.Host.StdioSubject, nil)
 	if e == nil {
 		fmt.Fprintf(stdio.Stdout, "allow: %s %q for %s\n  decided by: %s has no policy blocks, so every caller may use everything\n", kind, name, describeCaller(who), *path)
+		fmt.Fprintf(stdio.Stdout, "  operator: %s\n", operatorLine(e.Operator(who)))
 		return ExitOK
 	}
 	d := e.Decide(who, kind, name)
@@ -92,7 +101,44 @@ func policyCheckCmd(args []string, stdio IO) int {
 			fmt.Fprintf(stdio.Stdout, "  rate limit: %s\n", l)
 		}
 	}
+	fmt.Fprintf(stdio.Stdout, "  operator: %s\n", operatorLine(e.Operator(who)))
 	return code
+}
+
+// operatorCheck is `policy check -operator SUBJECT...`: whether the caller
+// may use the operator endpoints, exit 0 yes, 1 no.
+func operatorCheck(path string, claims []string, stdio IO) int {
+	cfg, ok := loadConfig(path, stdio)
+	if !ok {
+		return ExitUsage
+	}
+	who, err := callerOf(claims, cfg.Host.StdioSubject)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor policy check: %s\n", err)
+		return ExitUsage
+	}
+	e := policy.New(cfg.Policies, cfg.Host.StdioSubject, nil)
+	d := e.Operator(who)
+	verdict, code := "allow", ExitOK
+	if !d.Allowed {
+		verdict, code = "deny", ExitRuntime
+	}
+	fmt.Fprintf(stdio.Stdout, "%s: the operator endpoints (/control/*, the console /ui) for %s\n  decided by: %s\n", verdict, describeCaller(who), d.Rule)
+	if applying, _ := e.Explain(who, policy.Tool, ""); len(applying) > 0 {
+		fmt.Fprintf(stdio.Stdout, "  policies that apply: %s\n", strings.Join(applying, ", "))
+	}
+	if !d.Allowed {
+		fmt.Fprintf(stdio.Stdout, "  to allow: add operator = true to a policy whose subjects include the caller (docs/auth.md)\n")
+	}
+	return code
+}
+
+// operatorLine says whether a caller is an operator, and why.
+func operatorLine(d policy.Decision) string {
+	if d.Allowed {
+		return "yes, it may use /control/* and the console (" + d.Rule + ")"
+	}
+	return "no, /control/* and the console refuse it (" + d.Rule + ")"
 }
 
 // callerOf builds the caller that claims describe: sub:ID, email:ADDRESS,

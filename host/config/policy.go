@@ -42,6 +42,13 @@ type Policy struct {
 	// ToolRates bound the calls of each subject to each tool, prompt or
 	// resource their glob matches (rate "glob" { … } blocks).
 	ToolRates []*Rate
+	// Operator lets the policy's subjects use the operator endpoints:
+	// POST /control/revive, /control/restart and /control/reload, and the
+	// web console /ui. An OIDC subject may use them only when a policy
+	// that applies to it sets Operator; the shared token's caller, the
+	// local user and the callers of a host without auth always may
+	// (docs/auth.md, "The operator endpoints").
+	Operator bool
 	// DeclRange is where the block is in the file (zero when built in Go).
 	DeclRange hcl.Range
 }
@@ -149,6 +156,7 @@ type policySchema struct {
 	Resources hcl.Expression `hcl:"resources,optional"`
 	Prompts   hcl.Expression `hcl:"prompts,optional"`
 	Deny      hcl.Expression `hcl:"deny,optional"`
+	Operator  hcl.Expression `hcl:"operator,optional"`
 
 	Rate      []*rateSchema         `hcl:"rate,block"`
 	ToolRates []*labelledRateSchema `hcl:"rate ,block"` // rate "glob" { … }: see labelRates
@@ -217,6 +225,10 @@ func (d *decoder) policy(rp *policySchema) *Policy {
 	p.Resources = list(rp.Resources, "resources")
 	p.Prompts = list(rp.Prompts, "prompts")
 	p.Deny = list(rp.Deny, "deny")
+	if v, ok := d.boolean(rp.Operator, "operator"); ok {
+		p.Operator = v
+		r["operator"] = rp.Operator.Range()
+	}
 	if !d.quiet && exprIsNull(rp.Subjects) {
 		d.errorf(rp.DefRange.Ptr(), "Missing required argument",
 			fmt.Sprintf("policy %q needs subjects, the callers it applies to. For example: subjects = [\"group:analysts\", \"email:alice@example.com\"].", rp.Name))

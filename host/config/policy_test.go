@@ -114,3 +114,33 @@ func TestParseSubject(t *testing.T) {
 		}
 	}
 }
+
+// TestParsePolicyOperator: operator = true decodes; it defaults to false;
+// a value that is not a bool is refused where it is written.
+func TestParsePolicyOperator(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+policy "oncall" {
+  subjects = ["group:oncall"]
+  operator = true
+}
+policy "analysts" {
+  subjects = ["group:analysts"]
+  tools    = ["*"]
+}
+`), "operator.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Policies[0].Operator || cfg.Policies[1].Operator {
+		t.Errorf("operator: %v, %v; want true, false", cfg.Policies[0].Operator, cfg.Policies[1].Operator)
+	}
+	_, err = config.Parse([]byte(`
+policy "oncall" {
+  subjects = ["group:oncall"]
+  operator = "yes please"
+}
+`), "operator.hcl")
+	if err == nil || !strings.Contains(err.Error(), "operator.hcl line 4") || !strings.Contains(err.Error(), "operator") {
+		t.Errorf("operator = \"yes please\": %v; want an error at line 4 naming operator", err)
+	}
+}

@@ -349,3 +349,45 @@ func (e *Engine) Same(o *Engine) bool {
 	}
 	return true
 }
+
+// Operator answers whether s may use the operator endpoints (POST
+// /control/revive, /control/restart, /control/reload and the web console
+// /ui; docs/auth.md, "The operator endpoints"):
+//
+//   - the shared token's caller may: the token is the operator's secret,
+//     as it was before policies had a say;
+//   - the local user may (stdio, library calls, the control socket);
+//   - an anonymous caller may: only a host without auth has one, and
+//     there every caller that reaches the listener is admitted;
+//   - an OIDC subject may only when a policy that applies to it has
+//     operator = true, whether or not other policies exist; with no
+//     policies at all, no OIDC subject is an operator.
+//
+// A nil Engine (no policies) answers too.
+func (e *Engine) Operator(s *identity.Subject) Decision {
+	switch {
+	case s == nil:
+		return Decision{Allowed: true, Rule: "a host without auth admits every caller to the operator endpoints"}
+	case s.Via == identity.ViaToken:
+		return Decision{Allowed: true, Rule: "the shared token is the operator's credential"}
+	case s.Via == identity.ViaLocal:
+		return Decision{Allowed: true, Rule: "the local user is an operator"}
+	}
+	var ps []*config.Policy
+	if e != nil {
+		ps = e.applying(s)
+	}
+	for _, p := range ps {
+		if p.Operator {
+			return Decision{Allowed: true, Policy: p.Name, Rule: fmt.Sprintf("policy %q operator = true", p.Name)}
+		}
+	}
+	if len(ps) == 0 {
+		return Decision{Rule: fmt.Sprintf("no policy applies to %s, so it is not an operator", Describe(s))}
+	}
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = fmt.Sprintf("%q", p.Name)
+	}
+	return Decision{Rule: fmt.Sprintf("no policy that applies to %s has operator = true (the policies that apply to it: %s)", Describe(s), strings.Join(names, ", "))}
+}

@@ -202,3 +202,58 @@ func TestSame(t *testing.T) {
 		t.Error("nil engines compare wrong")
 	}
 }
+
+// TestOperator is the operator decision table: an OIDC subject is an
+// operator only through a policy with operator = true that applies to
+// it, also when other policies apply and when another policy denies it
+// tools; with no policies no OIDC subject is; the shared token, the
+// local user and an anonymous caller (a host without auth) always are.
+func TestOperator(t *testing.T) {
+	ps := append([]*config.Policy{{
+		Name:     "oncall",
+		Subjects: []string{"group:oncall", "sub:bob"},
+		Operator: true,
+	}}, testPolicies...)
+	e := New(ps, "alice", nil)
+	oncall := &identity.Subject{Via: identity.ViaOIDC, ID: "u1", Groups: []string{"analysts", "oncall"}}
+	bob := &identity.Subject{Via: identity.ViaOIDC, ID: "bob"}
+	analyst := &identity.Subject{Via: identity.ViaOIDC, ID: "u2", Groups: []string{"analysts"}}
+	nobody := &identity.Subject{Via: identity.ViaOIDC, ID: "u4"}
+	// A subject named like the local user or the token is still an OIDC
+	// subject.
+	namedLocal := &identity.Subject{Via: identity.ViaOIDC, ID: "alice", Groups: []string{"token"}}
+	for _, tc := range []struct {
+		who    *identity.Subject
+		allow  bool
+		policy string
+		rule   string
+	}{
+		{oncall, true, "oncall", `policy "oncall" operator = true`},
+		{bob, true, "oncall", `policy "oncall" operator = true`},
+		{analyst, false, "", `no policy that applies to subject "u2" has operator = true (the policies that apply to it: "analysts", "everyone")`},
+		{nobody, false, "", `no policy that applies to subject "u4" has operator = true (the policies that apply to it: "everyone")`},
+		{namedLocal, false, "", `no policy that applies to subject "alice" has operator = true`},
+		{&identity.Subject{Via: identity.ViaToken}, true, "", "the shared token is the operator's credential"},
+		{e.Local(), true, "", "the local user is an operator"},
+		{nil, true, "", "a host without auth admits every caller"},
+	} {
+		d := e.Operator(tc.who)
+		if d.Allowed != tc.allow || d.Policy != tc.policy || !strings.Contains(d.Rule, tc.rule) {
+			t.Errorf("Operator(%+v) = %+v; want allowed %v, policy %q, rule containing %q", tc.who, d, tc.allow, tc.policy, tc.rule)
+		}
+	}
+	// Without policies no OIDC subject is an operator; the others still are.
+	var none *Engine
+	if d := none.Operator(oncall); d.Allowed || !strings.Contains(d.Rule, `no policy applies to subject "u1", so it is not an operator`) {
+		t.Errorf("Operator without policies = %+v; want denied", d)
+	}
+	if d := none.Operator(&identity.Subject{Via: identity.ViaToken}); !d.Allowed {
+		t.Errorf("the shared token without policies: %+v; want allowed", d)
+	}
+	// operator = true on a policy is part of what a reload compares.
+	flipped := *ps[0]
+	flipped.Operator = false
+	if e.Same(New(append([]*config.Policy{&flipped}, ps[1:]...), "alice", nil)) {
+		t.Error("a policy that lost operator = true is the same")
+	}
+}

@@ -164,7 +164,7 @@ func newMetrics(status func() []upstream.Status, sessions func() int, limitHits 
 		policyDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name:        "mcpvisor_policy_decisions_total",
 			ConstLabels: constLabels,
-			Help:        "Policy decisions on calls (tools/call, prompts/get, resources/read), by decision (allow, deny, rate_limited) and the policy that decided (\"\" for the default deny).",
+			Help:        "Policy decisions on calls (tools/call, prompts/get, resources/read), by decision (allow, deny, rate_limited) and the policy that decided (\"\" for the default deny); decision operator_denied counts requests to the operator endpoints (/control/*, /ui) refused to a caller who is not an operator.",
 		}, []string{"decision", "policy"}),
 		stateDesc: prometheus.NewDesc("mcpvisor_server_state",
 			"1 for the state the server is in, 0 for the others.", []string{"server", "state"}, constLabels),

@@ -237,8 +237,9 @@ func (o *Observer) CallFinished(ctx context.Context, c *upstream.Call) {
 
 // PolicyDecision counts one policy decision on a call: decision is
 // "allow", "deny" or "rate_limited", policy the name of the policy block
-// that decided ("" for the default deny). Never labelled by subject:
-// subjects are unbounded (docs/auth.md).
+// that decided ("" for the default deny); or "operator_denied" with
+// policy "" for a refused request to an operator endpoint. Never
+// labelled by subject: subjects are unbounded (docs/auth.md).
 func (o *Observer) PolicyDecision(decision, policy string) {
 	if o == nil || o.metrics == nil {
 		return

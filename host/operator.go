@@ -1,0 +1,121 @@
+package host
+
+// The operator endpoints (docs/auth.md, "The operator endpoints";
+// docs/design.md §19): POST /control/revive, /control/restart and
+// /control/reload change what runs, and the web console /ui shows every
+// caller's recent calls and has the revive and restart buttons. They
+// answer operators only:
+//
+//   - a request over the control socket (the CLI on the same machine;
+//     only the local user can reach the socket, instances.go);
+//   - the shared token's caller (the token is the operator's secret, as it
+//     was before policies), the local user, and every caller of a host
+//     without auth (there the ingress admits anyone who reaches it);
+//   - an OIDC subject when a policy that applies to it has
+//     operator = true (policy.Engine.Operator).
+//
+// Anyone else gets 403 with a JSON body saying what is missing; the
+// refusal is logged (warn) and counted in mcpvisor_policy_decisions_total
+// as decision "operator_denied" (one label value: no subject label).
+// /status, /tools and /metrics are read-only and stay open to every
+// caller the ingress admits, but /status leaves out, for a caller who is
+// not an operator, what other callers' calls left behind (the last call
+// error of each server).
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
+	"github.com/mcpvisor/mcpvisor/host/internal/policy"
+)
+
+// decisionOperatorDenied is the decision label of a refused operator
+// request in mcpvisor_policy_decisions_total.
+const decisionOperatorDenied = "operator_denied"
+
+// OperatorRefusal is the JSON body of a 403 from an operator endpoint.
+type OperatorRefusal struct {
+	// Error says who was refused and what to add to the configuration.
+	Error string `json:"error"`
+	// Rule is the policy decision: which policies apply to the caller and
+	// that none has operator = true.
+	Rule string `json:"rule"`
+}
+
+// isOperator decides whether r's caller may use the operator endpoints.
+func (h *Host) isOperator(r *http.Request) policy.Decision {
+	if overControlSocket(r) {
+		return policy.Decision{Allowed: true, Rule: "the control socket is the local user's"}
+	}
+	return h.policyEngine().Operator(identity.FromContext(r.Context()))
+}
+
+// operatorOnly serves next to operators only (see the note at the top of
+// this file); anyone else gets 403.
+func (h *Host) operatorOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d := h.isOperator(r)
+		s := identity.FromContext(r.Context())
+		if d.Allowed {
+			if r.Method == http.MethodPost {
+				// Who changed what runs, for the log reader (the audit
+				// log records calls, not operations).
+				h.logger.Named("http").Info("operator request", "path", r.URL.Path, "server", r.URL.Query().Get("server"),
+					"subject", callerSelector(s), "allowed_by", d.Rule, "remote", r.RemoteAddr)
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		h.telemetry.PolicyDecision(decisionOperatorDenied, "")
+		h.logger.Named("http").Warn("operator endpoint refused: the caller is not an operator",
+			"method", r.Method, "path", r.URL.Path, "subject", callerSelector(s), "rule", d.Rule, "remote", r.RemoteAddr)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusForbidden)
+		json.NewEncoder(w).Encode(OperatorRefusal{
+			Error: fmt.Sprintf("Forbidden: the caller %s is not an operator: add operator = true to a policy whose subjects include it (docs/auth.md, \"The operator endpoints\")", callerSelector(s)),
+			Rule:  d.Rule,
+		})
+	})
+}
+
+// overControlSocket reports whether r came over a unix socket: the
+// control socket, whose directory and peer checks admit only the local
+// user (cli/instances.go).
+func overControlSocket(r *http.Request) bool {
+	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && a != nil && a.Network() == "unix"
+}
+
+// callerSelector names s the way a policy's subjects would: sub:ID for an
+// OIDC subject or the local user, token, anonymous.
+func callerSelector(s *identity.Subject) string {
+	switch {
+	case s == nil:
+		return "anonymous"
+	case s.Via == identity.ViaToken:
+		return "token"
+	}
+	return fmt.Sprintf("sub:%s", s.ID)
+}
+
+// statusFor is the status report as r's caller may see it: a caller who
+// is not an operator does not get the last call error of each server,
+// which another caller's call may have left (its text can quote that
+// call's arguments).
+func (h *Host) statusFor(r *http.Request, rep StatusReport) StatusReport {
+	if h.isOperator(r).Allowed {
+		return rep
+	}
+	rep.Servers = slices.Clone(rep.Servers)
+	for i := range rep.Servers {
+		rep.Servers[i].LastCallError = ""
+		rep.Servers[i].LastCallErrorAt = time.Time{}
+	}
+	return rep
+}
