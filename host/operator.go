@@ -25,7 +25,6 @@ package host
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"time"
@@ -84,12 +83,13 @@ func (h *Host) operatorOnly(next http.Handler) http.Handler {
 	})
 }
 
-// overControlSocket reports whether r came over a unix socket: the
+// overControlSocket reports whether r came over a unix socket — the
 // control socket, whose directory and peer checks admit only the local
-// user (cli/instances.go).
+// user (cli/instances.go) — from a peer not known to run as another user
+// (localsock.go).
 func overControlSocket(r *http.Request) bool {
-	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && a != nil && a.Network() == "unix"
+	_, foreign := foreignPeer(r)
+	return overUnixSocket(r) && !foreign
 }
 
 // callerSelector names s the way a policy's subjects would: sub:ID for an

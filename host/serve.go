@@ -194,6 +194,9 @@ func (h *Host) Handler() http.Handler {
 		in := newIngress(hostCfg.BearerToken, h.logger.Named("http"), next)
 		in.probes = http.HandlerFunc(h.serveProbe)
 		in.local = func() *identity.Subject { return h.policyEngine().Local() }
+		in.localUser = func() *identity.Subject {
+			return cmp.Or(h.policyEngine().Local(), policy.LocalSubject(h.servers.Load().cfg.Host.StdioSubject))
+		}
 		if o := hostCfg.OIDC; o != nil {
 			in.withOIDC(identity.NewOIDC(*o))
 		}
@@ -379,6 +382,9 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          h.logger.Named("http").StandardLogger(nil),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		// Who connected over a unix socket, asked of the kernel once per
+		// connection (localsock.go).
+		ConnContext: withPeer,
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -462,6 +468,11 @@ type ingress struct {
 	// blocks): the caller of a request over the control socket of a host
 	// without auth, which only the local user can reach (docs/auth.md).
 	local func() *identity.Subject
+	// localUser, when set, is the local user's subject, with or without
+	// policy blocks: the caller of a token-less request over the control
+	// socket of a host with auth, from a peer of mcpvisor's uid
+	// (localsock.go).
+	localUser func() *identity.Subject
 }
 
 func newIngress(token string, logger interface{ Warn(string, ...any) }, next http.Handler) *ingress {
@@ -521,11 +532,17 @@ func (in *ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.metadata.ServeHTTP(w, r)
 		return
 	}
+	if in.refuseForeignPeer(w, r) {
+		return
+	}
 	if !in.needToken && in.oidc == nil {
 		if s := in.localCaller(r); s != nil {
 			r = r.WithContext(identity.NewContext(r.Context(), s))
 		}
 		in.next.ServeHTTP(w, r)
+		return
+	}
+	if in.serveLocalUser(w, r) {
 		return
 	}
 	if in.probes != nil && isProbe(r) {
@@ -537,19 +554,6 @@ func (in *ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.authed.ServeHTTP(w, r.WithContext(identity.NewContext(r.Context(), s)))
-}
-
-// localCaller is the local user when r came over a unix socket (the
-// control socket, whose directory and peer checks admit only the local
-// user) and policies name one; else nil.
-func (in *ingress) localCaller(r *http.Request) *identity.Subject {
-	if in.local == nil {
-		return nil
-	}
-	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); !ok || a == nil || a.Network() != "unix" {
-		return nil
-	}
-	return in.local()
 }
 
 // authenticate returns the caller of r, or answers r with why not: 401
