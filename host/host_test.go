@@ -36,6 +36,7 @@ import (
 var bins map[string]string
 
 func TestMain(m *testing.M) {
+	servePeerRequest() // a peer process of TestControlSocketRefusesAnotherUser
 	os.Exit(testutil.BuildAndRun(m, func(b map[string]string) {
 		bins = b
 		// The test peer as a plugin serving its tools in-process (-plugin).
