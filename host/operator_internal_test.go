@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,21 @@ policy "analysts" {
 		if !strings.Contains(body.Error, "the caller sub:alice is not an operator: add operator = true to a policy whose subjects include it") ||
 			!strings.Contains(body.Rule, `no policy that applies to subject "alice" has operator = true (the policies that apply to it: "analysts")`) {
 			t.Errorf("%s: refusal %+v", tc.name, body)
+		}
+	}
+
+	// Over the control socket from a peer the kernel says runs as another
+	// user (localsock.go): the socket makes no operator of it, whatever
+	// its subject; from mcpvisor's own uid it does.
+	for peer, want := range map[int]int{65534: http.StatusForbidden, os.Geteuid(): http.StatusOK} {
+		served = false
+		r := httptest.NewRequest("POST", "http://mcpvisor/control/restart?server=x", nil)
+		ctx := context.WithValue(identity.NewContext(r.Context(), alice), http.LocalAddrContextKey, net.Addr(socket))
+		r = r.WithContext(context.WithValue(ctx, peerKey{}, socketPeer{uid: peer}))
+		w := httptest.NewRecorder()
+		gate.ServeHTTP(w, r)
+		if w.Code != want || served != (want == http.StatusOK) {
+			t.Errorf("an OIDC subject over the control socket from uid %d: %d (served %v); want %d", peer, w.Code, served, want)
 		}
 	}
 
