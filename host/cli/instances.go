@@ -16,7 +16,10 @@ The directory is created 0700; the key is a hash of the config file's
 absolute path, so the sockets of one config are found by a glob, and the
 pid says which process owns each (a socket whose process is gone is stale
 and removed). The socket is behind the same ingress as the TCP listener:
-the host block's bearer token applies there too.
+a request with a token is authenticated as over TCP. One without is the
+local user, even on a host with auth (a host with only oidc has no token
+for the CLI to send), but only once the host has asked the kernel who
+connected and found its own uid or root (host/localsock.go).
 
 Local trust (docs/security.md, "Local trust"): $TMPDIR is shared, so
 another local user can create mcpvisor-<uid> before we do and plant a

@@ -127,8 +127,10 @@ type Line struct {
 	// name.
 	ClientVersion string `json:"client_version,omitempty"`
 	// Subject is who made the call, as the HTTP ingress established it
-	// (docs/auth.md): never the token itself. Absent for stdio, library
-	// calls and an endpoint without auth.
+	// (docs/auth.md): never the token itself; the local user for a
+	// token-less request over the control socket of a host with auth.
+	// Without policies, absent for stdio, library calls and an endpoint
+	// without auth.
 	Subject *identity.Subject `json:"subject,omitempty"`
 	// Server is the server block; Method the MCP method.
 	Server string `json:"server"`

@@ -15,7 +15,8 @@ const (
 	// OpenID provider, verified against its keys.
 	ViaOIDC = "oidc"
 	// ViaLocal: the local user, the caller of stdio (`mcpvisor run
-	// --stdio`) and library calls, named by the host block's
+	// --stdio`), library calls and token-less requests over the control
+	// socket from mcpvisor's own uid, named by the host block's
 	// stdio_subject (or the account mcpvisor runs as) for policies.
 	ViaLocal = "local"
 )
@@ -23,7 +24,7 @@ const (
 // Subject is the caller of a downstream request. It never holds the
 // credential itself.
 type Subject struct {
-	// Via is ViaToken or ViaOIDC.
+	// Via is ViaToken, ViaOIDC or ViaLocal.
 	Via string `json:"via"`
 	// ID is the subject claim (subject_claim, "sub" by default), the
 	// local user's name for ViaLocal; "" for ViaToken.
