@@ -121,7 +121,10 @@ func configPath(filename string) string {
 // /.well-known/oauth-protected-resource[/mcp]. The one exception to the
 // token: a GET of /healthz or /readyz without an Authorization header (an
 // orchestrator's probe) gets the status code and a body without details,
-// and skips the middlewares.
+// and skips the middlewares. A request over a unix socket served by Serve
+// without an Authorization header is the local user when the kernel says
+// its peer runs as mcpvisor's uid or root, and 403 from another uid
+// (localsock.go).
 func (h *Host) Handler() http.Handler {
 	h.handlerOnce.Do(func() {
 		mux := http.NewServeMux()
