@@ -129,8 +129,16 @@ func Describe(s *identity.Subject) string {
 		return "the shared token's caller"
 	case s.Via == identity.ViaLocal:
 		return fmt.Sprintf("the local user %q", s.ID)
-	default:
+	case s.ID != "":
 		return fmt.Sprintf("subject %q", s.ID)
+	case s.Email != "":
+		return fmt.Sprintf("the subject with email %q", s.Email)
+	case len(s.Groups) > 0:
+		return fmt.Sprintf("a subject in group %q", strings.Join(s.Groups, ", "))
+	case s.Client != "":
+		return fmt.Sprintf("a subject of client %q", s.Client)
+	default:
+		return "a subject without claims"
 	}
 }
 

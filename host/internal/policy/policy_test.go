@@ -257,3 +257,23 @@ func TestOperator(t *testing.T) {
 		t.Error("a policy that lost operator = true is the same")
 	}
 }
+
+// TestDescribeNamesWhatTheSubjectHas: a subject known only by a claim
+// other than its id (`policy check group:analysts …`) is named by that
+// claim, not as subject "".
+func TestDescribeNamesWhatTheSubjectHas(t *testing.T) {
+	for _, tc := range []struct {
+		s    *identity.Subject
+		want string
+	}{
+		{&identity.Subject{Via: identity.ViaOIDC, ID: "u1", Groups: []string{"g"}}, `subject "u1"`},
+		{&identity.Subject{Via: identity.ViaOIDC, Email: "a@example.com"}, `the subject with email "a@example.com"`},
+		{&identity.Subject{Via: identity.ViaOIDC, Groups: []string{"analysts"}}, `a subject in group "analysts"`},
+		{&identity.Subject{Via: identity.ViaOIDC, Client: "svc"}, `a subject of client "svc"`},
+		{&identity.Subject{Via: identity.ViaOIDC}, "a subject without claims"},
+	} {
+		if got := Describe(tc.s); got != tc.want {
+			t.Errorf("Describe(%+v) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}
