@@ -124,7 +124,7 @@ func (g *Gateway) dropSession(ss *mcp.ServerSession) {
 			continue
 		}
 		if err := g.unsubscribeUpstream(context.Background(), &mcp.UnsubscribeParams{URI: uri}); err != nil {
-			g.logger.Warn("undoing the upstream subscription of a client that went away failed", "uri", uri, "error", err)
+			g.logger.Info("undoing the upstream subscription of a client that went away failed", "uri", uri, "error", err)
 		}
 	}
 	delete(g.sessionSubs, ss)
