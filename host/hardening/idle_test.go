@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 )
 
@@ -190,4 +192,28 @@ func TestMaxLifetimeReplacesTheProcessBetweenCalls(t *testing.T) {
 			t.Errorf("restarts with reason %s = %v, want 0", r, v)
 		}
 	}
+}
+
+// A client that subscribes to a resource and goes away without
+// unsubscribing releases the upstream subscription, so an idle_timeout
+// server is idle-stopped (a held subscription would keep it awake).
+func TestSubscriberThatLeavesLetsTheServerIdle(t *testing.T) {
+	mv := startMcpvisor(t, fmt.Sprintf("server \"every\" {\n  command = %s\n  idle_timeout = \"1s\"\n}\n", hclString(bins["everything"])))
+	cs := connectClient(t, mv)
+	waitTool(t, cs, "every__json_schema_2020_12_tool")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	if st := mv.failureStatus(t, "every"); st.State == "idle" {
+		t.Fatalf("server idle while a client holds its subscription: %+v", st)
+	}
+	// The client ends its session (DELETE) without unsubscribing.
+	if err := cs.Close(); err != nil {
+		t.Fatalf("closing the client: %v", err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the server to go idle after its only subscriber left", func() bool {
+		return mv.failureStatus(t, "every").State == "idle"
+	})
 }

@@ -71,9 +71,18 @@ type Options struct {
 	// downstream clients ("mcpvisor", the host's version).
 	Name, Version string
 
-	// LimitHits counts the sessions evicted at max_sessions; nil counts
-	// nothing.
+	// LimitHits counts the sessions evicted at max_sessions and the
+	// subscriptions refused at their bounds; nil counts nothing.
 	LimitHits *limits.Hits
+
+	// MaxSessionSubscriptions bounds the resource URIs one downstream
+	// session may be subscribed to at once; zero means
+	// DefaultMaxSessionSubscriptions.
+	MaxSessionSubscriptions int
+	// MaxSubscriptions bounds the distinct resource URIs subscribed to
+	// upstream at once, over every session; zero means
+	// DefaultMaxSubscriptions.
+	MaxSubscriptions int
 
 	// Logger receives the gateway's logs and the go-sdk server's. Nil
 	// means no logging.
@@ -133,11 +142,12 @@ type Gateway struct {
 	httpOnce    sync.Once
 	httpHandler http.Handler
 
-	// subMu guards subs and serialises the upstream subscribe and
-	// unsubscribe calls, so a URI is subscribed upstream exactly once while
-	// any downstream session wants it.
-	subMu sync.Mutex
-	subs  map[string]map[*mcp.ServerSession]bool
+	// subMu guards subs and sessionSubs and serialises the upstream
+	// subscribe and unsubscribe calls, so a URI is subscribed upstream
+	// exactly once while any downstream session wants it (subs.go).
+	subMu       sync.Mutex
+	subs        map[string]map[*mcp.ServerSession]bool // by URI, its subscribers
+	sessionSubs map[*mcp.ServerSession]map[string]bool // by session, its URIs
 
 	forwarded atomic.Uint64 // tools/call requests that skipped the SDK server
 
@@ -155,10 +165,6 @@ type Gateway struct {
 	transports atomic.Int64
 }
 
-// unsubscribeTimeout bounds the upstream unsubscribe made on behalf of a
-// downstream whose own request context has already ended.
-const unsubscribeTimeout = 10 * time.Second
-
 // New creates the gateway and its go-sdk server. The server advertises
 // tools, prompts and resources with listChanged (resources also with
 // subscribe), completions and logging from the start, even with nothing
@@ -175,11 +181,12 @@ func New(opts Options) *Gateway {
 		opts.Name = "mcpvisor"
 	}
 	g := &Gateway{
-		opts:     opts,
-		logger:   opts.Logger,
-		backend:  opts.Backend,
-		registry: opts.Registry,
-		subs:     map[string]map[*mcp.ServerSession]bool{},
+		opts:        opts,
+		logger:      opts.Logger,
+		backend:     opts.Backend,
+		registry:    opts.Registry,
+		subs:        map[string]map[*mcp.ServerSession]bool{},
+		sessionSubs: map[*mcp.ServerSession]map[string]bool{},
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
 		Logger: newSlogLogger(opts.Logger.Named("mcp")),
@@ -433,74 +440,6 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	default:
 		return nil, invalidParams("unknown completion reference type %q", ref.Type)
 	}
-}
-
-// subscribe forwards the first downstream subscription to a URI to the
-// resource's server; later subscribers share it. Without that sharing, one
-// client unsubscribing would silence the updates another still wants.
-func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	uri := req.Params.URI
-	server, ok := g.lookupResource(uri)
-	if !ok {
-		return invalidParams("unknown resource %q", uri)
-	}
-	g.subMu.Lock()
-	defer g.subMu.Unlock()
-	subs := g.liveSubscribers(uri)
-	if len(subs) == 0 {
-		if err := g.backend.Subscribe(ctx, server, req.Params); err != nil {
-			return err
-		}
-	}
-	subs[req.Session] = true
-	g.subs[uri] = subs
-	return nil
-}
-
-// unsubscribe forwards to the resource's server when the last downstream
-// subscriber of the URI leaves. When no server offers the URI any more
-// there is nothing upstream to undo, so it succeeds and the go-sdk server
-// drops the downstream subscription.
-func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-	uri := req.Params.URI
-	g.subMu.Lock()
-	defer g.subMu.Unlock()
-	subs := g.liveSubscribers(uri)
-	delete(subs, req.Session)
-	if len(subs) > 0 {
-		return nil
-	}
-	delete(g.subs, uri)
-	server, ok := g.lookupResource(uri)
-	if !ok {
-		g.logger.Debug("unsubscribe from a resource no server offers", "uri", uri)
-		return nil
-	}
-	// A 2026-07-28 client unsubscribes by ending its listen stream, so ctx
-	// is already canceled here; the upstream must still hear about it.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unsubscribeTimeout)
-	defer cancel()
-	return g.backend.Unsubscribe(ctx, server, req.Params)
-}
-
-// liveSubscribers returns the sessions subscribed to uri, dropping those
-// that have disconnected (the go-sdk server forgets their subscriptions
-// without calling the unsubscribe handler). g.subMu must be held.
-func (g *Gateway) liveSubscribers(uri string) map[*mcp.ServerSession]bool {
-	subs := g.subs[uri]
-	if subs == nil {
-		return map[*mcp.ServerSession]bool{}
-	}
-	live := map[*mcp.ServerSession]bool{}
-	for ss := range g.server.Sessions() {
-		live[ss] = true
-	}
-	for ss := range subs {
-		if !live[ss] {
-			delete(subs, ss)
-		}
-	}
-	return subs
 }
 
 func (g *Gateway) lookupPrompt(name string) (registry.PromptEntry, bool) {

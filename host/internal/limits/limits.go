@@ -38,10 +38,14 @@ const (
 	// CallsPerMinute: a call past a rate block of the caller's policies
 	// was refused with a time to retry (docs/auth.md).
 	CallsPerMinute Name = "calls_per_minute"
+	// MaxSubscriptions: a downstream resources/subscribe past the bound of
+	// one session (256) or of the host (10,000 distinct URIs) was refused.
+	// Both bounds are fixed; the name follows the others' style.
+	MaxSubscriptions Name = "max_subscriptions"
 )
 
 // All is every Name, in the order metrics list them.
-var All = []Name{MaxMessageSize, MaxInflightBytes, MaxPendingRequests, BodyTimeout, MaxBodyBytesInflight, MaxInflight, MaxSessions, CallsPerMinute}
+var All = []Name{MaxMessageSize, MaxInflightBytes, MaxPendingRequests, BodyTimeout, MaxBodyBytesInflight, MaxInflight, MaxSessions, CallsPerMinute, MaxSubscriptions}
 
 // Hits counts the hits of every limit. It is safe for concurrent use; a
 // nil *Hits counts nothing, so code built without a Host (tests, embedders
