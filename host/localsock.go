@@ -30,6 +30,7 @@ import (
 	"os"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
+	"github.com/mcpvisor/mcpvisor/host/internal/peercred"
 )
 
 // peerKey is the context key of a unix socket connection's peer.
@@ -51,7 +52,7 @@ func withPeer(ctx context.Context, c net.Conn) context.Context {
 	if !ok {
 		return ctx
 	}
-	uid, err := peerUID(uc)
+	uid, err := peercred.UID(uc)
 	return context.WithValue(ctx, peerKey{}, socketPeer{uid: uid, err: err})
 }
 

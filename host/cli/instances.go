@@ -52,6 +52,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host"
+	"github.com/mcpvisor/mcpvisor/host/internal/peercred"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
@@ -288,4 +289,21 @@ func (t target) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		return nil, fmt.Errorf("connecting to the running host (%s): %w", t.name, err)
 	}
 	return cs, nil
+}
+
+// checkPeer verifies that the process at the other end of c runs as our
+// effective uid: a socket file could be ours while the process that
+// listens on it is not. Where the platform cannot tell (Windows), the
+// directory and socket checks (checkRuntimeDir, checkSocket) stand alone.
+func checkPeer(c *net.UnixConn) error {
+	uid, err := peercred.UID(c)
+	switch {
+	case errors.Is(err, peercred.ErrUnsupported):
+		return nil
+	case err != nil:
+		return fmt.Errorf("cannot tell who listens on it: %w", err)
+	case uid != os.Geteuid():
+		return fmt.Errorf("the process listening on it runs as uid %d, not as you (uid %d)", uid, os.Geteuid())
+	}
+	return nil
 }
