@@ -352,6 +352,29 @@ func mcpPost(t *testing.T, mv *mcpvisor, authorization string) (*http.Response, 
 	return resp, string(b)
 }
 
+// connectOAuth opens a go-sdk client session (named name, version) to
+// mcpvisor whose OAuthHandler logs in by itself from the 401; failing says
+// what could not log in.
+func connectOAuth(t *testing.T, mv *mcpvisor, name, version string, handler auth.OAuthHandler, what string) *mcp.ClientSession {
+	t.Helper()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: version}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:     "http://" + mv.addr + "/mcp",
+		HTTPClient:   &http.Client{Transport: tr},
+		OAuthHandler: handler,
+		MaxRetries:   -1,
+	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol})
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 // challenge parses the WWW-Authenticate of resp with the go-sdk's parser
 // (what a client reads) and returns the Bearer challenge's parameters.
 func challenge(t *testing.T, resp *http.Response) map[string]string {
@@ -612,21 +635,7 @@ func TestOIDCClientDiscovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	client := mcp.NewClient(&mcp.Implementation{Name: "discovering-client", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:     "http://" + mv.addr + "/mcp",
-		HTTPClient:   &http.Client{Transport: tr},
-		OAuthHandler: handler,
-		MaxRetries:   -1,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol})
-	if err != nil {
-		t.Fatalf("a go-sdk client with only client credentials could not log in through the provider: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := connectOAuth(t, mv, "discovering-client", "1", handler, "a go-sdk client with only client credentials could not log in through the provider")
 	callEcho(t, cs, "discovered")
 }
 
@@ -740,21 +749,7 @@ func TestOIDCPersonLogsIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	client := mcp.NewClient(&mcp.Implementation{Name: "person-client", Version: "2"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint:     "http://" + mv.addr + "/mcp",
-		HTTPClient:   &http.Client{Transport: tr},
-		OAuthHandler: handler,
-		MaxRetries:   -1,
-	}, &mcp.ClientSessionOptions{ProtocolVersion: sessionProtocol})
-	if err != nil {
-		t.Fatalf("a person could not log in to mcpvisor through the provider: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := connectOAuth(t, mv, "person-client", "2", handler, "a person could not log in to mcpvisor through the provider")
 	callEcho(t, cs, "logged in")
 	recs := waitRecords(t, auditPath, 1)
 	if sub, _ := recs[0]["subject"].(map[string]any); sub["id"] != "id1" || sub["client"] != webClient {
