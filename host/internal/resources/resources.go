@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 )
 
 // SampleInterval is how often a Group's watcher checks memory: the
@@ -43,14 +44,9 @@ type Usage struct {
 	Processes int
 }
 
-// Rlimit is one resource limit a process is given before it runs (or
-// right after it starts, see Group.Apply).
-type Rlimit struct {
-	// Resource is the RLIMIT_* constant of the limit.
-	Resource int
-	// Cur and Max are the soft and hard limits.
-	Cur, Max uint64
-}
+// Rlimit is one resource limit a process is given before it runs: the
+// launcher's own type (docs/design.md §18.2), which sets them in the child.
+type Rlimit = sandbox.Rlimit
 
 // LauncherSpec is what a launcher that runs in the child before it
 // executes the server must do for the limits: set Rlimits and write its

@@ -191,11 +191,6 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		logger.Warn("sandbox not fully enforced: " + warning)
 	}
 	spec.Rlimits, spec.Cgroups = cfg.Rlimits, cfg.Cgroups
-	removeTmp := func() {
-		if tmp != "" {
-			os.RemoveAll(tmp)
-		}
-	}
 	// The limits block's cgroups and rlimits are applied by the launcher
 	// in the child, before the command runs: no window in which the
 	// server (or a child it forks) runs outside them (docs/design.md
@@ -204,15 +199,15 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	if !cfg.Limits.IsZero() {
 		limits = newLimits(cfg.Server, cfg.Limits, ErrMemoryLimit, logger)
 		ls := limits.Spec()
-		for _, r := range ls.Rlimits {
-			spec.Rlimits = append(spec.Rlimits, sandbox.Rlimit{Resource: r.Resource, Cur: r.Cur, Max: r.Max})
-		}
+		spec.Rlimits = append(spec.Rlimits, ls.Rlimits...)
 		spec.Cgroups = append(spec.Cgroups, ls.CgroupDirs...)
-		removeTmp = func() { // and the cgroups, on every failed start below
-			limits.Close()
-			if tmp != "" {
-				os.RemoveAll(tmp)
-			}
+	}
+	// removeTmp undoes what the start made (the private temp directory,
+	// the cgroups) on every failed start below.
+	removeTmp := func() {
+		limits.Close()
+		if tmp != "" {
+			os.RemoveAll(tmp)
 		}
 	}
 	// The launcher (host/internal/sandbox) confines itself and execs the
@@ -253,7 +248,6 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	sandbox.ProcAttr(spec, cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		group.Release()
-		limits.Close()
 		closeAll(inR, inW, outR, outW, errR, errW)
 		removeTmp()
 		if spec.OwnNetwork && errors.Is(err, syscall.EPERM) {
