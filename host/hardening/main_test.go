@@ -55,11 +55,11 @@ const (
 )
 
 // bins holds the binaries TestMain built: "mcpvisor", "echo", "everything"
-// "netprobe" and "memhog".
+// "netprobe", "memhog" and "hostile".
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	code := testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", "netprobe", "memhog", testutil.Mcpvisor)
+	code := testutil.BuildAndRun(m, func(b map[string]string) { bins = b }, "echo", "everything", "netprobe", "memhog", "hostile", testutil.Mcpvisor)
 	if unixPluginOnce.path != "" {
 		os.RemoveAll(filepath.Dir(unixPluginOnce.path))
 	}
