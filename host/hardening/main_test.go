@@ -125,8 +125,15 @@ func startMcpvisorWith(t *testing.T, hostAttrs, servers string) *mcpvisor {
 // the test's own).
 func startMcpvisorEnv(t *testing.T, env []string, hostAttrs, servers string) *mcpvisor {
 	t.Helper()
+	return startMcpvisorAs(t, nil, env, hostAttrs, servers)
+}
+
+// startMcpvisorAs is startMcpvisorEnv run with the credential cred (nil:
+// the test's own); see startMcpvisorAsUser for an unprivileged one.
+func startMcpvisorAs(t *testing.T, cred *syscall.Credential, env []string, hostAttrs, servers string) *mcpvisor {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		mv, err := tryStartMcpvisor(t, env, hostAttrs, servers)
+		mv, err := tryStartMcpvisor(t, cred, env, hostAttrs, servers)
 		if err == nil {
 			return mv
 		}
@@ -138,21 +145,30 @@ func startMcpvisorEnv(t *testing.T, env []string, hostAttrs, servers string) *mc
 	}
 }
 
-func tryStartMcpvisor(t *testing.T, env []string, hostAttrs, servers string) (*mcpvisor, error) {
+func tryStartMcpvisor(t *testing.T, cred *syscall.Credential, env []string, hostAttrs, servers string) (*mcpvisor, error) {
 	addr := freeAddr(t)
 	// A host attribute that must name the host's own address (the oidc
 	// audience) writes @ADDR@.
 	hostAttrs = strings.ReplaceAll(hostAttrs, "@ADDR@", addr)
-	path := filepath.Join(t.TempDir(), "config.hcl")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.hcl")
 	if err := os.WriteFile(path, []byte(hostConfig(addr, hostAttrs, servers)), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if cred != nil {
+		// The config's folder and file are the user's, as they would be.
+		for _, p := range []string{dir, path} {
+			if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	mv := &mcpvisor{addr: addr, config: path, stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	mv.cmd = exec.Command(bins[testutil.Mcpvisor], "run", "-config", path)
 	mv.cmd.Env = env
 	mv.cmd.Stdout = mv.stderr
 	mv.cmd.Stderr = mv.stderr
-	mv.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	mv.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	if err := mv.cmd.Start(); err != nil {
 		t.Fatalf("starting mcpvisor: %v", err)
 	}
