@@ -23,7 +23,7 @@ E2E_ENV = MCPVISOR_E2E=1 MCPVISOR_NPM_DIR=$(NPM_DIR) MCPVISOR_BIN_DIR=$(CURDIR)/
 # Go files gofmt must accept: everything but caches, build output and npm trees.
 GOFILES_CMD = find . \( -path ./.cache -o -path ./.git -o -path ./$(BIN_DIR) -o -name node_modules \) -prune -o -name '*.go' -type f -print
 
-.PHONY: all build mcpvisor examples plugins run test e2e bench fuzz npm-tools system-tools vet fmt fmt-check staticcheck lint clean distclean dist
+.PHONY: all build mcpvisor examples plugins run test e2e bench fuzz npm-tools system-tools vet fmt fmt-check staticcheck lint clean distclean dist version
 
 all: build
 
@@ -57,16 +57,28 @@ plugins:
 # DIST_TARGETS platform, as static binaries (CGO off, -trimpath), into
 # DIST_DIR/mcpvisor_<version>_<os>_<arch>/, plus a .tar.gz (.zip for
 # windows) of each and DIST_DIR/SHA256SUMS over the archives and binaries
-# (check with `sha256sum -c SHA256SUMS`). VERSION defaults to
-# `git describe --tags --always --dirty`, COMMIT to `git rev-parse HEAD`;
+# (check with `sha256sum -c SHA256SUMS`). VERSION defaults to what
+# `make version` prints, COMMIT to `git rev-parse HEAD`;
 # both are stamped into host.Version and host.Commit, which
 # `mcpvisor version` prints. The container image builds from source:
 #   docker build -f examples/deploy/Dockerfile --build-arg VERSION=... --build-arg COMMIT=... -t mcpvisor .
+# `make version`: a semantic version in every build. A commit tagged
+# vX.Y.Z is X.Y.Z; any other is host.Version's X.Y.Z-dev with the short
+# commit as build metadata (0.1.0-dev+0123456789ab, .dirty with
+# uncommitted changes; +unknown outside a checkout).
+version:
+	@base=$$(sed -n 's/^var Version = "\([0-9]*\.[0-9]*\.[0-9]*\)-dev"$$/\1/p' host/host.go); \
+	tag=$$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null); \
+	if [ -n "$$tag" ] && [ -z "$$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then echo "$${tag#v}"; exit 0; fi; \
+	hash=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	dirty=; [ "$$hash" = unknown ] || [ -z "$$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || dirty=.dirty; \
+	echo "$$base-dev+$$hash$$dirty"
+
 DIST_DIR     ?= dist
 DIST_TARGETS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 dist:
 	@set -e; \
-	version="$(VERSION)"; [ -n "$$version" ] || version=$$(git describe --tags --always --dirty 2>/dev/null || echo dev); \
+	version="$(VERSION)"; [ -n "$$version" ] || version=$$($(MAKE) -s --no-print-directory version); \
 	commit="$(COMMIT)"; [ -n "$$commit" ] || commit=$$(git rev-parse HEAD 2>/dev/null || echo unknown); \
 	ldflags="-s -w -X github.com/mcpvisor/mcpvisor/host.Version=$$version -X github.com/mcpvisor/mcpvisor/host.Commit=$$commit"; \
 	if command -v sha256sum >/dev/null 2>&1; then sum="sha256sum"; else sum="shasum -a 256"; fi; \

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -70,5 +71,43 @@ func TestMakeDist(t *testing.T) {
 	check.Dir = dir
 	if out, err := check.CombinedOutput(); err == nil {
 		t.Errorf("sha256sum -c accepts a corrupted archive:\n%s", out)
+	}
+}
+
+// semverRE is a semantic version (semver.org 2.0.0, without the rules on
+// leading zeros): MAJOR.MINOR.PATCH, an optional pre-release and optional
+// build metadata.
+var semverRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+
+// Every build says a semantic version: `make version` (what `make dist`
+// stamps when no VERSION is given: a tag's X.Y.Z, else X.Y.Z-dev+COMMIT)
+// and a plain `go build` of a checkout (`mcpvisor version`, with the
+// commit the toolchain recorded as build metadata).
+func TestVersionIsSemantic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds mcpvisor")
+	}
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	out, err := exec.Command("make", "-s", "--no-print-directory", "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("make version: %v\n%s", err, out)
+	}
+	if v := strings.TrimSpace(string(out)); !semverRE.MatchString(v) {
+		t.Errorf("make version = %q, not a semantic version", v)
+	}
+	bin := filepath.Join(t.TempDir(), "mcpvisor")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("mcpvisor version: %v\n%s", err, out)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	v, ok := strings.CutPrefix(first, "mcpvisor ")
+	if !ok || !semverRE.MatchString(v) || !strings.Contains(v, "+") {
+		t.Errorf("mcpvisor version says %q; want a semantic version with the commit as build metadata", first)
 	}
 }
