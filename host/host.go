@@ -32,6 +32,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/audit"
@@ -69,6 +70,9 @@ type Host struct {
 	// limitHits counts what the bounds of docs/security.md refused, for
 	// mcpvisor_limit_hits_total.
 	limitHits *limits.Hits
+	// stderrTotal bounds what every stdio server's stderr together adds
+	// to the log, in bytes a second (docs/security.md).
+	stderrTotal *rate.Limiter
 	// policy is the policies in force (nil: none), swapped whole on
 	// reload; limiters are their rate limits' buckets, kept across
 	// reloads (policy.go).
@@ -155,6 +159,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	h.callsCut, h.cutCalls = context.WithCancelCause(context.Background())
 	h.results = transport.NewResultBudget(cfg.Host.MaxInflightBytes)
 	h.limitHits = limits.New()
+	h.stderrTotal = rate.NewLimiter(transport.StderrTotalRate, transport.StderrTotalBurst)
 	h.limiters = policy.NewLimiters(0)
 	h.setPolicies(cfg)
 	if a := cfg.Host.Audit; a != nil {
@@ -254,6 +259,8 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 
 		ResultBudget: h.results,
 		LimitStop:    h.limitStopped,
+		StderrTotal:  h.stderrTotal,
+		LimitHits:    h.limitHits,
 	})
 	if err != nil {
 		return nil, err

@@ -42,10 +42,15 @@ const (
 	// one session (256) or of the host (10,000 distinct URIs) was refused.
 	// Both bounds are fixed; the name follows the others' style.
 	MaxSubscriptions Name = "max_subscriptions"
+	// StderrBytes: a stdio server's stderr line was not logged: the
+	// server's own bound (100 lines and 32 KiB a second) or every
+	// server's together (128 KiB a second) was spent. Fixed bounds, like
+	// max_subscriptions; the line still reaches the server's log tail.
+	StderrBytes Name = "stderr_bytes"
 )
 
 // All is every Name, in the order metrics list them.
-var All = []Name{MaxMessageSize, MaxInflightBytes, MaxPendingRequests, BodyTimeout, MaxBodyBytesInflight, MaxInflight, MaxSessions, CallsPerMinute, MaxSubscriptions}
+var All = []Name{MaxMessageSize, MaxInflightBytes, MaxPendingRequests, BodyTimeout, MaxBodyBytesInflight, MaxInflight, MaxSessions, CallsPerMinute, MaxSubscriptions, StderrBytes}
 
 // Hits counts the hits of every limit. It is safe for concurrent use; a
 // nil *Hits counts nothing, so code built without a Host (tests, embedders

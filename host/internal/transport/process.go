@@ -46,6 +46,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	bounds "github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/resources"
 	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
@@ -74,6 +75,20 @@ const (
 	// lines over the limit are counted and summarized ("N lines dropped").
 	stderrRate  = 100
 	stderrBurst = 500
+
+	// stderrBytesRate and stderrBytesBurst bound the same in bytes: lines
+	// of up to maxStderrLine within the line rate would still be 800 kB a
+	// second, tens of GB a day (docs/design.md §17: logs are bounded in
+	// bytes). 32 KiB a second is a chatty server's debug log.
+	stderrBytesRate  = 32 << 10
+	stderrBytesBurst = 256 << 10
+
+	// StderrTotalRate and StderrTotalBurst are the default bound, in bytes,
+	// of what every server's stderr together adds to the host's log
+	// (Options.StderrTotal): sixteen servers at their own bound would
+	// still be half a megabyte a second.
+	StderrTotalRate  = 128 << 10
+	StderrTotalBurst = 1 << 20
 
 	// strayRate and strayBurst bound the warnings about stray stdout lines.
 	strayRate  = 1
@@ -127,6 +142,11 @@ type ProcessConfig struct {
 	// stopped for going over its memory limit, with the reason (which
 	// wraps ErrMemoryLimit), before the stop begins.
 	OnLimitStop func(err error)
+	// StderrTotal, if set, is the bound in bytes shared by every server's
+	// stderr (Options.StderrTotal); each process has its own bound too.
+	StderrTotal *rate.Limiter
+	// LimitHits counts the stderr lines not logged (limit stderr_bytes).
+	LimitHits *bounds.Hits
 }
 
 // Process is a running stdio server in its own process group.
@@ -151,8 +171,12 @@ type Process struct {
 	// what is logged of them and of stderr.
 	strays     int
 	strayLimit *rate.Limiter
-	errLimit   *rate.Limiter
+	errLimit   *rate.Limiter // stderr lines a second
+	errBytes   *rate.Limiter // stderr bytes a second, this process's
+	errTotal   *rate.Limiter // stderr bytes a second, every server's; may be nil
+	hits       *bounds.Hits
 	dropped    int // stderr lines not logged since the last logged one
+	droppedB   int // their bytes
 
 	// tmp is the private temporary directory of a sandboxed server,
 	// removed once its group is gone.
@@ -279,6 +303,9 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 
 		strayLimit: rate.NewLimiter(strayRate, strayBurst),
 		errLimit:   rate.NewLimiter(stderrRate, stderrBurst),
+		errBytes:   rate.NewLimiter(stderrBytesRate, stderrBytesBurst),
+		errTotal:   cfg.StderrTotal,
+		hits:       cfg.LimitHits,
 
 		limits:      limits,
 		onLimitStop: cfg.OnLimitStop,
@@ -346,16 +373,23 @@ func (p *Process) readStderr(r *os.File, done chan<- struct{}) {
 	}
 }
 
-// logStderr logs a stderr line within the rate limit; over it, lines are
-// counted and the count is logged with the next line that fits.
+// logStderr logs a stderr line within the rate limits, in lines and in
+// bytes, of this process and of every server together; over them, lines
+// are counted (and their bytes) and the counts are logged with the next
+// line that fits. Only one goroutine (readStderr) calls it.
 func (p *Process) logStderr(text string) {
-	if !p.errLimit.Allow() {
+	n := len(text) + 1
+	now := time.Now()
+	if !p.errLimit.AllowN(now, 1) || !p.errBytes.AllowN(now, n) || (p.errTotal != nil && !p.errTotal.AllowN(now, n)) {
 		p.dropped++
+		p.droppedB += n
+		p.hits.Hit(bounds.StderrBytes)
 		return
 	}
 	if p.dropped > 0 {
-		p.logger.Warn("stderr lines dropped: the server writes faster than the log takes", "dropped", p.dropped, "stream", "stderr")
-		p.dropped = 0
+		p.logger.Warn("stderr lines dropped: the server writes faster than the log takes", "dropped", p.dropped, "dropped_bytes", p.droppedB,
+			"stream", "stderr", "lines_per_second", stderrRate, "bytes_per_second", stderrBytesRate)
+		p.dropped, p.droppedB = 0, 0
 	}
 	p.logger.Info(text, "stream", "stderr")
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/time/rate"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	bounds "github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/oauth"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
@@ -75,6 +77,12 @@ type Options struct {
 	// stopped for going over its memory limit (the error wraps
 	// ErrMemoryLimit), for the audit log.
 	LimitStop func(server string, err error)
+	// StderrTotal bounds, in bytes a second, what the stderr of every
+	// stdio server sharing it adds to the log (each has its own bound
+	// too); nil: only each server's own.
+	StderrTotal *rate.Limiter
+	// LimitHits counts the stderr lines over those bounds.
+	LimitHits *bounds.Hits
 }
 
 // A LoginWaiter is a Dialer whose credentials come from `mcpvisor login`.
@@ -109,6 +117,8 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 			Sandbox:        srv.Sandbox,
 			Limits:         srv.Limits,
 			OnLimitStop:    limitStop(srv.Name, opts.LimitStop),
+			StderrTotal:    opts.StderrTotal,
+			LimitHits:      opts.LimitHits,
 		}}, nil
 	case config.TransportStreamable, config.TransportSSE:
 		hc := opts.HTTPClient
