@@ -31,6 +31,7 @@ func runCmd(args []string, stdio IO) int {
 		return ExitUsage
 	}
 	logger := newLogger(cfg, stdio.Stderr)
+	setMemoryLimit(cfg.Host, logger)
 
 	// `run --stdio` serves stdio only, so that several (one per desktop
 	// agent) and `run` itself can share a config; -http adds the listener.
