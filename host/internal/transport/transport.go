@@ -188,10 +188,10 @@ func (d *httpDialer) Dial(ctx context.Context) (Link, error) {
 	// The link's own client: the same pool, its event streams relayed to
 	// this link's session (relay.go).
 	client := *d.client
-	client.Transport = &boundedRoundTripper{
+	client.Transport = &firstAnswer{link: l, sse: d.sse, base: &boundedRoundTripper{
 		base:   &relayingRoundTripper{base: d.client.Transport, relay: &l.relay, logger: d.logger},
 		server: d.server, limit: d.maxMessage, budget: d.budget, logger: d.logger,
-	}
+	}}
 	// Set explicitly: the go-sdk v1.8.0 streamable client passes a zero on
 	// as "no limit", so an upstream's endless event was read into memory
 	// whole (a 40 MB one raised RSS by 125 MB). Events are bounded by the
@@ -227,6 +227,53 @@ type httpLink struct {
 	ctx    context.Context // the link's lifetime: ends with Close
 	cancel context.CancelFunc
 	relay  atomic.Pointer[relay] // set by RelayNotifications
+	// asked is set by the link's first request; refused is the error of
+	// its answer when that was not a success (firstAnswer).
+	asked   atomic.Bool
+	refused atomic.Pointer[error]
+}
+
+// ConnectError says why the link's first request (the initialize POST,
+// or a legacy SSE server's GET) was refused, in HTTP terms: the go-sdk's
+// own error for it is only the status text ("Not Found"). Nil when it
+// was not refused.
+func (l *httpLink) ConnectError() error {
+	if e := l.refused.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// firstAnswer records how the server answered a link's first request when
+// that was an HTTP error, with the status, the URL and what to check, for
+// the supervisor's connect error (docs/operations.md, "Common errors").
+type firstAnswer struct {
+	base http.RoundTripper
+	link *httpLink
+	sse  bool
+}
+
+func (f *firstAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
+	first := f.link.asked.CompareAndSwap(false, true)
+	resp, err := f.base.RoundTrip(req)
+	if !first || err != nil || resp.StatusCode < 300 {
+		return resp, err
+	}
+	e := fmt.Errorf("%s %s answered HTTP %d %s", req.Method, recovery.Redact(req.URL.String()), resp.StatusCode, http.StatusText(resp.StatusCode))
+	switch resp.StatusCode {
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		if f.sse {
+			e = fmt.Errorf("%w: is the URL the server's SSE endpoint? Legacy SSE servers usually serve /sse; one that speaks streamable HTTP (often at /mcp) needs no transport = \"sse\"", e)
+		} else {
+			e = fmt.Errorf("%w: is the URL the server's MCP endpoint? Streamable HTTP servers usually serve /mcp; a legacy server at /sse needs transport = \"sse\"", e)
+		}
+	case http.StatusBadRequest, http.StatusNotAcceptable, http.StatusUnsupportedMediaType:
+		if !f.sse {
+			e = fmt.Errorf("%w: does the URL speak MCP's streamable HTTP? A legacy SSE server needs transport = \"sse\"", e)
+		}
+	}
+	f.link.refused.Store(&e)
+	return resp, nil
 }
 
 func (l *httpLink) Transport() mcp.Transport { return l.t }

@@ -174,6 +174,11 @@ func (s *Supervisor) connect(cold bool) (*session, error) {
 		if linkErr := link.Err(); linkErr != nil {
 			return nil, fmt.Errorf("initialize: %w", linkErr)
 		}
+		// So does an HTTP server's status for the first request, with its
+		// URL and what to check (the go-sdk says only "Not Found").
+		if ce, ok := link.(interface{ ConnectError() error }); ok && ce.ConnectError() != nil {
+			return nil, fmt.Errorf("initialize: %w (%w)", ce.ConnectError(), err)
+		}
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
 
