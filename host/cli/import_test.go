@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -223,5 +224,54 @@ func TestImportNamesAndDisabled(t *testing.T) {
 	}
 	if strings.Contains(tout, "old__") || !strings.Contains(tout, "my-server__echo") {
 		t.Errorf("tools of the imported config:\n%s", tout)
+	}
+}
+
+// `import` of a client's file after `client install` skips mcpvisor's own
+// entry, saying so, rather than making mcpvisor a server of itself; a
+// file with nothing else is refused, naming why.
+func TestImportSkipsMcpvisorsOwnEntry(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the test HOME layout is Unix's")
+	}
+	home := t.TempDir()
+	cfg := filepath.Join(home, "config.hcl")
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(home, ".claude.json")
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {"files": {"command": "`+echoBin+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runIn(t, home, "client", "install", "-config", "config.hcl", "claude-code"); code != cli.ExitOK {
+		t.Fatalf("client install: exit %d\n%s", code, errs)
+	}
+	code, out, errs := runBin(t, nil, "import", path)
+	if code != cli.ExitOK {
+		t.Fatalf("import: exit %d\n%s", code, errs)
+	}
+	if !strings.Contains(out, `server "files"`) || strings.Contains(out, `server "mcpvisor"`) {
+		t.Errorf("import after client install:\n%s", out)
+	}
+	if !strings.Contains(errs, `server "mcpvisor" runs mcpvisor itself`) {
+		t.Errorf("stderr does not say the entry was skipped:\n%s", errs)
+	}
+
+	only := filepath.Join(home, "only.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	delete(doc["mcpServers"], "files")
+	b, _ = json.Marshal(map[string]any{"mcpServers": doc["mcpServers"]})
+	if err := os.WriteFile(only, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runBin(t, nil, "import", only); code != cli.ExitUsage || !strings.Contains(errs, "only mcpvisor's own entry") {
+		t.Errorf("import of mcpvisor's entry alone: exit %d\n%s", code, errs)
 	}
 }

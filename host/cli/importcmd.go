@@ -149,6 +149,12 @@ func parseClientConfig(data []byte) ([]importedServer, []string, error) {
 	var servers []importedServer
 	var warnings []string
 	for _, name := range names {
+		// mcpvisor's own entry (`mcpvisor client install` wrote it) would
+		// make the host run itself as one of its servers.
+		if raw, err := json.Marshal(entries[name]); err == nil && runsMcpvisor(raw) {
+			warnings = append(warnings, fmt.Sprintf("server %q runs mcpvisor itself (the entry `mcpvisor client install` writes); skipped", name))
+			continue
+		}
 		s := importedServer{Name: name}
 		keys := make([]string, 0, len(entries[name]))
 		for k := range entries[name] {
@@ -171,6 +177,9 @@ func parseClientConfig(data []byte) ([]importedServer, []string, error) {
 			}
 		}
 		servers = append(servers, s)
+	}
+	if len(servers) == 0 {
+		return nil, warnings, fmt.Errorf("\"mcpServers\" has only mcpvisor's own entry: nothing to import (the servers it runs are in its own config.hcl)")
 	}
 	return servers, warnings, nil
 }
