@@ -32,6 +32,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -112,12 +113,17 @@ func addCmd(args []string, stdio IO) int {
 			break
 		}
 	}
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return ExitUsage
-	}
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor add: "+format+"\nRun \"mcpvisor help add\" for its arguments, options and examples.\n", a...)
+		return ExitUsage
+	}
+	if !hasCommand {
+		if name, cmd, ok := commandWithoutDashes(fs, args); ok {
+			return usageErr("%q looks like a command and its arguments: put -- before the command, so that its flags are not read as mcpvisor's:\n  mcpvisor add %s -- %s", termSafe(cmd[0]), termSafe(name), termSafe(strings.Join(cmd, " ")))
+		}
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return ExitUsage
 	}
 	spec := serverSpec{oauth: *oauth, transport: *transport}
@@ -237,6 +243,9 @@ func removeCmd(args []string, stdio IO) int {
 	fmt.Fprintf(stdio.Stderr, "validating %s without server %q…\n", *path, termSafe(name))
 	code := editConfig(*path, false, stdio, func(src []byte, f *hclwrite.File) ([]byte, error) {
 		if findServer(f, name) == nil {
+			if s := suggest(name, serverNames(f)); s != "" {
+				return nil, fmt.Errorf("no server %q in %s; did you mean %q? (mcpvisor remove %s)", termSafe(name), *path, s, s)
+			}
 			return nil, fmt.Errorf("no server %q in %s; `mcpvisor status` lists the servers", termSafe(name), *path)
 		}
 		return cutServer(src, name)
@@ -392,6 +401,51 @@ func cutServer(src []byte, name string) ([]byte, error) {
 }
 
 // findServer returns the top-level `server "name"` block of f, or nil.
+// commandWithoutDashes recognizes `add NAME COMMAND ARGS…` without the
+// "--" (`add fs npx -y @scope/server`): after the name, a word that is no
+// URL, followed by something that is not one of add's flags. It returns
+// the name and the command with its arguments.
+func commandWithoutDashes(fs *flag.FlagSet, args []string) (name string, command []string, ok bool) {
+	var pos []int
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") && len(pos) < 2 {
+			f := fs.Lookup(strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-"))
+			if f == nil {
+				return "", nil, false // an unknown flag before the command: flag parsing says so
+			}
+			if bf, isBool := f.Value.(interface{ IsBoolFlag() bool }); !strings.Contains(a, "=") && (!isBool || !bf.IsBoolFlag()) {
+				i++ // its value
+			}
+			continue
+		}
+		pos = append(pos, i)
+		if len(pos) == 2 {
+			if strings.HasPrefix(a, "http://") || strings.HasPrefix(a, "https://") {
+				return "", nil, false
+			}
+			// A command alone is caught later ("put -- before it"); with
+			// more after it, flag parsing would take its flags as add's.
+			if i+1 < len(args) {
+				return args[pos[0]], args[i:], true
+			}
+			return "", nil, false
+		}
+	}
+	return "", nil, false
+}
+
+// serverNames are the labels of f's server blocks, in order.
+func serverNames(f *hclwrite.File) []string {
+	var names []string
+	for _, b := range f.Body().Blocks() {
+		if b.Type() == "server" && len(b.Labels()) == 1 {
+			names = append(names, b.Labels()[0])
+		}
+	}
+	return names
+}
+
 func findServer(f *hclwrite.File, name string) *hclwrite.Block {
 	for _, b := range f.Body().Blocks() {
 		if b.Type() == "server" && len(b.Labels()) == 1 && b.Labels()[0] == name {
@@ -510,6 +564,11 @@ func reloadHosts(path, server string, removed bool, stdio IO) int {
 		if code2 := waitServer(t, server, stdio); code2 != ExitOK {
 			code = code2
 		}
+	}
+	if code != ExitOK && !removed {
+		// The edit stands whatever the host made of it: say so, and how to
+		// take it back.
+		fmt.Fprintf(stdio.Stdout, "the server %q stays in %s: fix what it says (then `mcpvisor restart %s`), or undo the add with `mcpvisor remove %s`\n", server, path, server, server)
 	}
 	return code
 }

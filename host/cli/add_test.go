@@ -154,6 +154,15 @@ func TestAddRemoveRunningHost(t *testing.T) {
 			t.Errorf("add's progress lacks %q:\n%s", want, errb)
 		}
 	}
+	// A server that cannot start: add says so, and that the block stays
+	// in the file with the way to undo it.
+	code, out, errb = mv(t, env, "add", "-config", path, "broken", "--", "/bin/false")
+	if code != 1 || !strings.Contains(out, `the server "broken" stays in `+path) || !strings.Contains(out, "mcpvisor remove broken") {
+		t.Errorf("add broken: exit %d, want 1 saying the block stays\nstdout: %s\nstderr: %s", code, out, errb)
+	}
+	if code, out, errb := mv(t, env, "remove", "-config", path, "broken"); code != 0 {
+		t.Fatalf("remove broken: exit %d\nstdout: %s\nstderr: %s", code, out, errb)
+	}
 	code, out, errb = mv(t, env, "add", "-config", path, "web", remote.URL)
 	if code != 0 || !strings.Contains(out, `server "web" is ready`) {
 		t.Fatalf("add web: exit %d\nstdout: %s\nstderr: %s", code, out, errb)
@@ -222,6 +231,9 @@ func TestAddRefusalsLeaveFileUntouched(t *testing.T) {
 		{[]string{"tok", "-env", "API_TOKEN=hunter2-secret", "--", echoBin}, "never writes a value"},
 		{[]string{"hdr", "https://example.com/mcp", "-header", "Authorization: Bearer hunter2-secret"}, "looks like a credential"},
 		{[]string{"bad name", "--", echoBin}, "server name"},
+		// The command without "--": its flags would be read as add's.
+		{[]string{"fs", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp"}, "put -- before the command, so that its flags are not read as mcpvisor's:\n  mcpvisor add fs -- npx -y @modelcontextprotocol/server-filesystem /tmp"},
+		{[]string{"-env", "HOME", "fs", "npx", "-y", "pkg"}, "mcpvisor add fs -- npx -y pkg"},
 	}
 	for _, c := range cases {
 		code, out, errb := mv(t, env, append([]string{"add", "-config", path}, c.args...)...)
@@ -240,6 +252,9 @@ func TestAddRefusalsLeaveFileUntouched(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(path); string(got) != orig {
 		t.Errorf("remove nope changed the file:\n%s", got)
+	}
+	if code, _, errb := mv(t, env, "remove", "-config", path, "firts"); code != 2 || !strings.Contains(errb, `no server "firts"`) || !strings.Contains(errb, `did you mean "first"?`) {
+		t.Errorf("remove firts: exit %d, want a did-you-mean for first\nstderr: %s", code, errb)
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*tmp*")); len(left) > 0 {
 		t.Errorf("temporary files left behind: %v", left)
