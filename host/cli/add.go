@@ -14,8 +14,8 @@ host on SIGHUP, an editor) never sees half a file, and a refused edit
 leaves the file byte-identical.
 
 Secrets never go into the file: `-env NAME` writes NAME = env("NAME"), and a
-value given on the command line (-env NAME=VALUE) is refused rather than
-silently dropped, since the server would then start without it. A header
+value given on the command line (-env NAME=VALUE) goes to the user's secret
+store (host/internal/secrets), where env("NAME") finds it. A header
 value may name variables ($NAME or ${NAME}), written as env("NAME"); a header
 whose name says it carries a credential (Authorization, Cookie, *token*,
 *key*, *secret*, …) is refused when its value is a literal.
@@ -39,6 +39,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -157,15 +158,16 @@ func addCmd(args []string, stdio IO) int {
 	if spec.transport != "" && spec.transport != string(config.TransportSSE) {
 		return usageErr("-transport %q: the only choice is \"sse\" (without it the URL speaks streamable HTTP)", termSafe(spec.transport))
 	}
+	var stored [][2]string // -env NAME=VALUE: the values for the secret store
 	for _, e := range envs {
 		name, value, hasValue := strings.Cut(e, "=")
 		if !envVarName.MatchString(name) {
 			return usageErr("-env %q: an environment variable name is letters, digits and _, not starting with a digit", termSafe(name))
 		}
 		if hasValue {
-			_ = value // never echoed: it may be a secret
-			return usageErr("-env %s=…: mcpvisor add never writes a value into %s, where it would sit in clear;\n"+
-				"give the name only (-env %s), which writes %s = env(%q), and export %s in the environment mcpvisor runs in", name, *path, name, name, name, name)
+			// Kept in the secret store, never in the file (docs/config.md,
+			// "Secrets").
+			stored = append(stored, [2]string{name, value})
 		}
 		spec.env = append(spec.env, name)
 	}
@@ -192,6 +194,23 @@ func addCmd(args []string, stdio IO) int {
 	if err != nil {
 		return usageErr("%s", termSafeErr(err))
 	}
+	if len(stored) > 0 {
+		// Stored before the edit, so that the validation (and a running
+		// host's reload) already finds them.
+		store, err := openSecrets()
+		if err == nil {
+			for _, kv := range stored {
+				if err = store.Set(kv[0], kv[1]); err != nil {
+					break
+				}
+				fmt.Fprintf(stdio.Stderr, "stored the value of %s in %s (not in %s)\n", kv[0], store.Backend(), *path)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor add: %s\nNothing was changed in %s.\n", termSafeErr(err), *path)
+			return ExitRuntime
+		}
+	}
 	fmt.Fprintf(stdio.Stderr, "validating %s with server %q added…\n", *path, termSafe(spec.name))
 	code := editConfig(*path, true, stdio, func(src []byte, f *hclwrite.File) ([]byte, error) {
 		if findServer(f, spec.name) != nil {
@@ -217,8 +236,17 @@ func addCmd(args []string, stdio IO) int {
 		}
 	}
 	for _, v := range vars {
+		if slices.ContainsFunc(stored, func(kv [2]string) bool { return kv[0] == v }) {
+			continue
+		}
 		if _, set := os.LookupEnv(v); !set {
-			fmt.Fprintf(stdio.Stdout, "  it reads %s from the environment, which is not set here: export %s=… in the environment mcpvisor runs in\n", v, v)
+			if store, err := openSecrets(); err == nil {
+				if _, ok, _ := store.Lookup(v); ok {
+					fmt.Fprintf(stdio.Stdout, "  it reads %s from the secret store\n", v)
+					continue
+				}
+			}
+			fmt.Fprintf(stdio.Stdout, "  it reads %s, which is neither in the environment here nor in the secret store: run `mcpvisor secret set %s` (a running host picks it up at once), or export %s=… in the environment mcpvisor runs in\n", v, v, v)
 		} else {
 			fmt.Fprintf(stdio.Stdout, "  it reads %s from the environment of the mcpvisor that runs it (set here; a running host needs it in its own environment)\n", v)
 		}
@@ -561,11 +589,20 @@ func reloadHosts(path, server string, removed bool, stdio IO) int {
 			fmt.Fprintf(stdio.Stdout, "host %s: stopped server %q (%d server(s) left)\n", t.name, server, len(rep.Added)+len(rep.Restarted)+len(rep.Unchanged))
 			continue
 		}
+		if server == "" {
+			// A secret changed: the servers whose env() read it are replaced.
+			if len(rep.Restarted) == 0 {
+				fmt.Fprintf(stdio.Stdout, "host %s: reloaded; no server reads a changed value\n", t.name)
+			} else {
+				fmt.Fprintf(stdio.Stdout, "host %s: reloaded; restarted %s\n", t.name, strings.Join(rep.Restarted, ", "))
+			}
+			continue
+		}
 		if code2 := waitServer(t, server, stdio); code2 != ExitOK {
 			code = code2
 		}
 	}
-	if code != ExitOK && !removed {
+	if code != ExitOK && !removed && server != "" {
 		// The edit stands whatever the host made of it: say so, and how to
 		// take it back.
 		fmt.Fprintf(stdio.Stdout, "the server %q stays in %s: fix what it says (then `mcpvisor restart %s`), or undo the add with `mcpvisor remove %s`\n", server, path, server, server)

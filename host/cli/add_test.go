@@ -39,16 +39,25 @@ func addEnv(t *testing.T, extra ...string) []string {
 			env = append(env, kv)
 		}
 	}
-	return append(append(env, "XDG_RUNTIME_DIR="+rt, "HOME="+t.TempDir()), extra...)
+	// The secret store is the file under this HOME, never the keyring of
+	// the user running the tests.
+	return append(append(env, "XDG_RUNTIME_DIR="+rt, "HOME="+t.TempDir(), "MCPVISOR_SECRETS=file"), extra...)
 }
 
 // mv runs the real mcpvisor binary to completion with env.
 func mv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return mvIn(t, env, "", args...)
+}
+
+// mvIn is mv with stdin as the command's standard input.
+func mvIn(t *testing.T, env []string, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), addHangGuard)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, mcpvisorBin, args...)
 	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -228,7 +237,6 @@ func TestAddRefusalsLeaveFileUntouched(t *testing.T) {
 		{[]string{"first", "--", echoBin}, `a server "first" is already in`},
 		{[]string{"bad", "--", ""}, "invalid configuration"},
 		{[]string{"sse", "https://example.com/mcp", "-transport", "websocket"}, `the only choice is "sse"`},
-		{[]string{"tok", "-env", "API_TOKEN=hunter2-secret", "--", echoBin}, "never writes a value"},
 		{[]string{"hdr", "https://example.com/mcp", "-header", "Authorization: Bearer hunter2-secret"}, "looks like a credential"},
 		{[]string{"bad name", "--", echoBin}, "server name"},
 		// The command without "--": its flags would be read as add's.

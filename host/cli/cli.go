@@ -123,6 +123,8 @@ func dispatch(cmd string, rest []string, stdio IO) int {
 		return loginCmd(rest, stdio)
 	case "logout":
 		return logoutCmd(rest, stdio)
+	case "secret":
+		return secretCmd(rest, stdio)
 	case "sandbox":
 		return sandboxCmd(rest, stdio)
 	case "plugins":

@@ -55,6 +55,8 @@ _mcpvisor() {
 			words = append([]string{"lock"}, words...)
 		case "policy":
 			words = append([]string{"check"}, words...)
+		case "secret":
+			words = append([]string{"set", "list", "rm"}, words...)
 		case "client":
 			words = append(append([]string{"install", "uninstall"}, clientNames...), words...)
 		}
@@ -87,6 +89,8 @@ func writeZshCompletion(w io.Writer) {
 			words = append([]string{"lock"}, words...)
 		case "policy":
 			words = append([]string{"check"}, words...)
+		case "secret":
+			words = append([]string{"set", "list", "rm"}, words...)
 		case "client":
 			words = append(append([]string{"install", "uninstall"}, clientNames...), words...)
 		}

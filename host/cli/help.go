@@ -26,7 +26,7 @@ type command struct {
 }
 
 // commandOrder is the order `mcpvisor help` lists the commands in.
-var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "add", "remove", "import", "client", "login", "logout", "sandbox", "plugins", "policy", "completion", "version", "help"}
+var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "add", "remove", "import", "client", "login", "logout", "secret", "sandbox", "plugins", "policy", "completion", "version", "help"}
 
 // commands describes every command; Run dispatches them.
 var commands = map[string]command{
@@ -163,6 +163,19 @@ var commands = map[string]command{
 			"subject needs a policy with operator = true). Exit code 0 allowed, 1 denied, 2 bad usage or\n" +
 			"invalid configuration (docs/auth.md).",
 		examples: []string{"mcpvisor policy check group:analysts github__delete_repo", "mcpvisor policy check sub:alice email:alice@example.com group:analysts notes__read", "mcpvisor policy check -resource local 'file:///home/alice/notes.md'", "mcpvisor policy check -operator sub:alice group:oncall"},
+	},
+	"secret": {
+		summary:  "secret set|list|rm: keep the values env(\"NAME\") reads, outside config.hcl",
+		synopsis: "mcpvisor secret set [-config FILE] NAME\n       mcpvisor secret list\n       mcpvisor secret rm [-config FILE] NAME",
+		args:     "NAME  the variable env(\"NAME\") reads: letters, digits and _",
+		about: "env(\"NAME\") in the configuration reads mcpvisor's environment first, then this store: the OS\n" +
+			"keyring (macOS Keychain, Windows Credential Manager, a desktop's Secret Service), else a 0600 file\n" +
+			"in the user's state directory (headless Linux; MCPVISOR_SECRETS=file chooses it anywhere).\n" +
+			"set reads the value at a prompt without echo, or from standard input; never from the command\n" +
+			"line. set and rm then reload the running hosts of the configuration (-config, default\n" +
+			"./config.hcl), so a server held in needs_config for the value starts at once. list prints\n" +
+			"names only (docs/config.md, \"Secrets\").",
+		examples: []string{"mcpvisor secret set GITHUB_PERSONAL_ACCESS_TOKEN", "printf %s \"$TOKEN\" | mcpvisor secret set GITHUB_PERSONAL_ACCESS_TOKEN", "mcpvisor secret list", "mcpvisor secret rm GITHUB_PERSONAL_ACCESS_TOKEN"},
 	},
 	"completion": {
 		summary:  "print a shell completion script (bash, zsh or fish)",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 )
@@ -16,9 +17,23 @@ func validateCmd(args []string, stdio IO) int {
 	if !parseNoArgs(fs, args, stdio) {
 		return ExitUsage
 	}
-	cfg, ok := loadConfig(*path, stdio)
+	// Loaded as `run` loads it, so the two agree: a server whose env()
+	// reads a variable that is set nowhere is held in needs_config by run,
+	// and is a warning here, not an error.
+	cfg, ok := loadWith(config.LoadForRun, *path, stdio)
 	if !ok {
 		return ExitUsage
+	}
+	for _, s := range cfg.Servers {
+		if len(s.MissingEnv) == 0 {
+			continue
+		}
+		sets := make([]string, len(s.MissingEnv))
+		for i, m := range s.MissingEnv {
+			sets[i] = "`mcpvisor secret set " + m + "`"
+		}
+		fmt.Fprintf(stdio.Stderr, "Warning: server %q: env() reads %s, which is neither in the environment nor in the secret store; `run` holds the server in needs_config (the others run) until %s, or until it is exported for mcpvisor\n",
+			s.Name, strings.Join(s.MissingEnv, ", "), strings.Join(sets, " and "))
 	}
 	// The plugin binaries on disk against sha256 and the lock file: a
 	// mismatch is an error (mcpvisor would refuse to start the plugin), an

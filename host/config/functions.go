@@ -14,6 +14,9 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/secrets"
+	"github.com/mcpvisor/mcpvisor/host/internal/statedir"
 )
 
 // maxFileSize bounds what file() reads. Secrets and certificates are small;
@@ -23,22 +26,40 @@ const maxFileSize = 1 << 20
 
 // evalContext is the scope every expression in a configuration file is
 // evaluated in: no variables, and the functions env, file and trimspace.
-// baseDir is where file() resolves relative paths.
-func evalContext(baseDir string) *hcl.EvalContext {
+// baseDir is where file() resolves relative paths; secrets is what env()
+// falls back to (nil: nothing).
+func evalContext(baseDir string, secrets SecretLookup) *hcl.EvalContext {
 	return &hcl.EvalContext{
 		Functions: map[string]function.Function{
-			"env":       envFunc(),
+			"env":       envFunc(secrets),
 			"file":      fileFunc(baseDir),
 			"trimspace": trimspaceFunc(),
 		},
 	}
 }
 
-// envFunc is env("NAME") or env("NAME", "default"). A variable that is set
-// to the empty string counts as set. A missing variable without a default is
-// an error rather than "": an empty API key would otherwise surface much
-// later as an opaque 401 from the upstream.
-func envFunc() function.Function {
+// SecretLookup finds the value stored under name in the user's secret
+// store (`mcpvisor secret set`), and whether there is one.
+type SecretLookup func(name string) (value string, ok bool, err error)
+
+// userSecrets is the user's secret store (host/internal/secrets), or nil
+// when the user has no state directory.
+func userSecrets() SecretLookup {
+	dir, err := statedir.Dir()
+	if err != nil {
+		return nil
+	}
+	return secrets.Open(dir).Lookup
+}
+
+// envFunc is env("NAME") or env("NAME", "default"): the variable of
+// mcpvisor's environment, else the secret stored under NAME (`mcpvisor
+// secret set NAME`; docs/config.md, "Secrets"), else the default. A
+// variable that is set to the empty string counts as set. A missing
+// variable without a default is an error rather than "": an empty API
+// key would otherwise surface much later as an opaque 401 from the
+// upstream.
+func envFunc(stored SecretLookup) function.Function {
 	return function.New(&function.Spec{
 		Description: "Returns the value of an environment variable of the mcpvisor process, or the default when it is not set.",
 		Params: []function.Parameter{
@@ -57,6 +78,15 @@ func envFunc() function.Function {
 			if v, ok := os.LookupEnv(name); ok {
 				return cty.StringVal(v), nil
 			}
+			if stored != nil {
+				v, ok, err := stored(name)
+				if err != nil {
+					return cty.UnknownVal(cty.String), function.NewArgErrorf(0, "environment variable %q is not set, and the secret store could not be read: %s", name, err)
+				}
+				if ok {
+					return cty.StringVal(v), nil
+				}
+			}
 			if len(args) == 2 {
 				return args[1], nil
 			}
@@ -71,7 +101,7 @@ func envFunc() function.Function {
 type unsetEnvError struct{ name string }
 
 func (e *unsetEnvError) Error() string {
-	return fmt.Sprintf("environment variable %q is not set; set it, or write env(%q, \"default\") to supply a default", e.name, e.name)
+	return fmt.Sprintf("environment variable %q is not set; store it with `mcpvisor secret set %s`, set it in mcpvisor's environment, or write env(%q, \"default\") to supply a default", e.name, e.name, e.name)
 }
 
 // unsetEnvName returns the variable an env() diagnostic says is unset, or

@@ -45,7 +45,7 @@ func Load(path string) (*Config, error) {
 	if abs, err := filepath.Abs(baseDir); err == nil {
 		baseDir = abs
 	}
-	cfg, err := parse(src, path, baseDir, false)
+	cfg, err := parse(src, path, baseDir, false, userSecrets())
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func LoadForRun(path string) (*Config, error) {
 	if abs, err := filepath.Abs(baseDir); err == nil {
 		baseDir = abs
 	}
-	cfg, err := parse(src, path, baseDir, true)
+	cfg, err := parse(src, path, baseDir, true, userSecrets())
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func LoadHost(path string) (*Host, error) {
 	if diags := gohcl.DecodeBody(file.Body, nil, &raw); diags.HasErrors() {
 		return nil, newDiagnosticsError(diags, p.Files())
 	}
-	d := &decoder{ctx: evalContext(baseDir), baseDir: baseDir, src: newSourceMap()}
+	d := &decoder{ctx: evalContext(baseDir, userSecrets()), baseDir: baseDir, src: newSourceMap()}
 	h := defaultHost()
 	if raw.Host != nil {
 		d.host(raw.Host, &h)
@@ -119,12 +119,13 @@ func LoadHost(path string) (*Host, error) {
 // and its directory, as given, is where relative paths are resolved. Parse
 // reads no lock file. Any error is a *DiagnosticsError.
 func Parse(src []byte, filename string) (*Config, error) {
-	return parse(src, filename, filepath.Dir(filename), false)
+	return parse(src, filename, filepath.Dir(filename), false, nil)
 }
 
 // parse decodes src. holdUnset makes a server block whose only errors are
-// env() of unset variables a server with MissingEnv (LoadForRun).
-func parse(src []byte, filename, baseDir string, holdUnset bool) (*Config, error) {
+// env() of unset variables a server with MissingEnv (LoadForRun); env()
+// falls back to stored (nil: the environment only).
+func parse(src []byte, filename, baseDir string, holdUnset bool, stored SecretLookup) (*Config, error) {
 	p := hclparse.NewParser()
 	file, diags := p.ParseHCL(src, filename)
 	if diags.HasErrors() {
@@ -141,7 +142,7 @@ func parse(src []byte, filename, baseDir string, holdUnset bool) (*Config, error
 	diags = append(diags, gohcl.DecodeBody(file.Body, nil, &raw)...)
 
 	d := &decoder{
-		ctx:     evalContext(baseDir),
+		ctx:     evalContext(baseDir, stored),
 		baseDir: baseDir,
 		src:     newSourceMap(),
 		// A misspelled required attribute is already reported as

@@ -14,11 +14,13 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/statedir"
 )
 
 // StateDirEnv names the variable that, when set, is the base of the token
 // store (the XDG Base Directory variable for state data).
-const StateDirEnv = "XDG_STATE_HOME"
+const StateDirEnv = statedir.Env
 
 // A Store keeps one file of tokens per server in a directory only the user
 // can read. Files are replaced atomically (write a temporary file, then
@@ -28,33 +30,14 @@ type Store struct {
 	dir string
 }
 
-// DefaultStoreDir is the directory tokens are stored in:
-// $XDG_STATE_HOME/mcpvisor, else the user's state directory
-// (~/.local/state/mcpvisor on Linux and other Unix systems,
-// ~/Library/Application Support/mcpvisor on macOS, %LocalAppData%\mcpvisor
-// on Windows).
+// DefaultStoreDir is the directory tokens are stored in: the user's state
+// directory (statedir.Dir).
 func DefaultStoreDir() (string, error) {
-	if d := os.Getenv(StateDirEnv); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "mcpvisor"), nil
-	}
-	switch runtime.GOOS {
-	case "windows", "darwin":
-		// os.UserConfigDir is %AppData% and ~/Library/Application Support;
-		// on Windows the cache dir is %LocalAppData%, the non-roaming one.
-		base, err := os.UserCacheDir()
-		if runtime.GOOS == "darwin" {
-			base, err = os.UserConfigDir()
-		}
-		if err != nil {
-			return "", fmt.Errorf("finding the token store directory: %w", err)
-		}
-		return filepath.Join(base, "mcpvisor"), nil
-	}
-	home, err := os.UserHomeDir()
+	dir, err := statedir.Dir()
 	if err != nil {
-		return "", fmt.Errorf("finding the token store directory: set %s or HOME: %w", StateDirEnv, err)
+		return "", fmt.Errorf("finding the token store directory: %w", err)
 	}
-	return filepath.Join(home, ".local", "state", "mcpvisor"), nil
+	return dir, nil
 }
 
 // NewStore returns a store in dir. The directory is created on the first

@@ -380,7 +380,11 @@ func (s *Supervisor) loginAction() string { return loginActionFor(s.name) }
 // configActionFor is what a person must do for a server whose block reads
 // the unset environment variables missing to run.
 func configActionFor(missing []string) string {
-	return fmt.Sprintf("set %s in mcpvisor's environment and restart mcpvisor (or give env() a default)", strings.Join(missing, ", "))
+	sets := make([]string, len(missing))
+	for i, m := range missing {
+		sets[i] = "`mcpvisor secret set " + m + "`"
+	}
+	return fmt.Sprintf("run %s (a running host starts the server at once), or set %s in mcpvisor's environment and restart mcpvisor", strings.Join(sets, " and "), strings.Join(missing, ", "))
 }
 
 // loginActionFor is what a person must run for server to come back.
