@@ -431,7 +431,7 @@ server "fs" {
   url     = "https://mcp.example.com/mcp"
   headers = { Authorization = "Bearer ${env("MCPVISOR_TEST_UNSET")}" }
 }
-`, `environment variable "MCPVISOR_TEST_UNSET" is not set; store it with `+"`mcpvisor secret set MCPVISOR_TEST_UNSET`"+`, set it in mcpvisor's environment, or write env("MCPVISOR_TEST_UNSET", "default") to supply a default`},
+`, `environment variable "MCPVISOR_TEST_UNSET" is not set; store it with ` + "`mcpvisor secret set MCPVISOR_TEST_UNSET`" + `, set it in mcpvisor's environment, or write env("MCPVISOR_TEST_UNSET", "default") to supply a default`},
 	{"env_too_many_arguments", `server "fs" {
   command = env("A", "b", "c")
 }

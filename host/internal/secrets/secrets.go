@@ -169,7 +169,9 @@ func (s *Store) Delete(name string) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("deleting secret %s from the OS keyring: %w", name, err)
 		}
-		return true, s.editNames(func(names []string) []string { return slices.DeleteFunc(names, func(n string) bool { return n == name }) })
+		return true, s.editNames(func(names []string) []string {
+			return slices.DeleteFunc(names, func(n string) bool { return n == name })
+		})
 	}
 	if s.err != nil {
 		return false, s.err
