@@ -50,7 +50,7 @@ var deniedSyscalls = []syscallGroup{
 	{"the kernel keyrings", []string{"keyctl", "add_key", "request_key"}},
 	{"mounts and the root directory", []string{"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "open_tree_attr", "fsopen", "fsmount", "fspick", "fsconfig", "mount_setattr"}},
 	{"namespaces (also clone with a CLONE_NEW* flag; clone3 fails with ENOSYS, so runtimes fall back to clone)", []string{"unshare", "setns"}},
-	{"the host name and the clock", []string{"sethostname", "setdomainname", "settimeofday", "clock_settime", "stime"}},
+	{"the host name and the clock", []string{"sethostname", "setdomainname", "settimeofday", "clock_settime"}},
 	{"other processes and their memory", []string{"ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "process_madvise"}},
 	{"I/O ports, file handles, quotas, the terminal", []string{"iopl", "ioperm", "open_by_handle_at", "lookup_dcookie", "quotactl", "quotactl_fd", "vhangup", "fanotify_init"}},
 	{"userfaultfd and io_uring (whose operations a filter cannot see)", []string{"userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register"}},
