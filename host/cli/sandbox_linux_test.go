@@ -37,7 +37,9 @@ server "notes" {
 server "web" {
   command = "sh"
   sandbox {
-    connect = [443, 8443]
+    connect      = [443, 8443]
+    udp          = true
+    connect_unix = ["/run/x.sock"]
   }
 }
 server "gone" {
@@ -62,6 +64,11 @@ server "plain" {
 		"a private temporary directory",
 		"network: none",
 		"limits: memory 64MiB, processes 32",
+		"system calls (seccomp", "  refused: BPF programs and perf events: bpf, perf_event_open\n",
+		"  refused: mknod and mknodat of a character or block device\n",
+		"  refused: Unix sockets (socket(AF_UNIX)); socketpair allowed",
+		"capabilities: none, in every set",
+		"user: mcpvisor's own",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sandbox notes: missing %q in\n%s", want, out)
@@ -72,7 +79,9 @@ server "plain" {
 	}
 
 	code, out, _ = run("sandbox", "-config", cfg, "web")
-	if code != 0 || !strings.Contains(out, "connect: TCP ports 443, 8443 only") || !strings.Contains(out, "network: any") {
+	if code != 0 || !strings.Contains(out, "connect: TCP ports 443, 8443 only") || !strings.Contains(out, "network: any") ||
+		!strings.Contains(out, "connect_unix (Unix sockets it may connect to):\n  /run/x.sock\n") || !strings.Contains(out, "allowed: Unix sockets") ||
+		!strings.Contains(out, "allowed: UDP to any host and port (udp = true)") {
 		t.Errorf("sandbox web: exit %d\n%s", code, out)
 	}
 	code, out, _ = run("sandbox", "-config", cfg, "plain")

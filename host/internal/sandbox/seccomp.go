@@ -61,7 +61,7 @@ var deniedSyscalls = []syscallGroup{
 func (s *Seccomp) Describe() []string {
 	var out []string
 	for _, g := range deniedSyscalls {
-		out = append(out, fmt.Sprintf("refused: %s (%s)", g.what, strings.Join(g.names, ", ")))
+		out = append(out, fmt.Sprintf("refused: %s: %s", g.what, strings.Join(g.names, ", ")))
 	}
 	out = append(out, "refused: mknod and mknodat of a character or block device")
 	if s.UnixSockets {
