@@ -200,6 +200,13 @@ server "agent" {
 	if _, err := os.Lstat(filepath.Join(work, "kmsg")); err == nil {
 		t.Error("a device node was left in the write folder")
 	}
+	// Another process's environment (mcpvisor's own, with its secrets):
+	// readable unsandboxed by the same user, refused in the sandbox
+	// (Landlock's ptrace scoping; ptrace itself is filtered).
+	environ := fmt.Sprintf("/proc/%d/environ", mv.pid)
+	escaped("free", "read-file", environ)
+	refused("boxed", "read-file", environ, "permission denied")
+
 	// The write folder is still writable: the sandbox refused the device,
 	// not the folder.
 	escaped("boxed", "write-file", filepath.Join(work, "ok"))
