@@ -51,6 +51,12 @@ server "gone" {
 server "plain" {
   command = "sh"
 }
+server "stranger" {
+  command = "sh"
+  sandbox {
+    user = "no-such-user-mcpvisor"
+  }
+}
 `, marker, ref, notes, filepath.Join(dir, "missing")))
 
 	code, out, errOut := run("sandbox", "-config", cfg, "notes")
@@ -98,6 +104,14 @@ server "plain" {
 	}
 	if code, _, _ = run("sandbox", "-config", cfg); code != 2 {
 		t.Errorf("sandbox without a server: exit %d, want 2", code)
+	}
+	code, out, _ = run("sandbox", "-config", cfg, "stranger")
+	if code != 0 || !strings.Contains(out, `user: no-such-user-mcpvisor: `) || !strings.Contains(out, "not a user on this machine") {
+		t.Errorf("sandbox stranger: want the user's problem on its line; got %d\n%s", code, out)
+	}
+	code, _, errOut = run("validate", "-config", cfg)
+	if code != 0 || !strings.Contains(errOut, `Warning: server "stranger": user in the sandbox of "stranger" is "no-such-user-mcpvisor"`) {
+		t.Errorf("validate: want a warning about the unknown user; got %d %q", code, errOut)
 	}
 	// validate accepts the file and warns about the missing path.
 	code, _, errOut = run("validate", "-config", cfg)

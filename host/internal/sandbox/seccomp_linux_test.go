@@ -169,10 +169,13 @@ func TestSeccompNamesExist(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range []*arch.Info{arch.X86_64, arch.AARCH64} {
-		p := (&Seccomp{TCPOnly: true}).policy(a)
-		if _, err := p.Assemble(); err != nil {
-			t.Errorf("%s: %v", a.Name, err)
+	// go-seccomp-bpf assembles for the running architecture only.
+	if info, err := seccompArch(); err == nil {
+		for _, s := range []*Seccomp{{}, {TCPOnly: true}, {TCPOnly: true, UDP: true, UnixSockets: true}} {
+			p := s.policy(info)
+			if _, err := p.Assemble(); err != nil {
+				t.Errorf("%s, %+v: %v", info.Name, s, err)
+			}
 		}
 	}
 }
@@ -453,5 +456,29 @@ func TestUserSwitch(t *testing.T) {
 	}
 	if _, err := ResolveUser(&config.Sandbox{User: "no-such-user-" + strconv.Itoa(os.Getpid())}, "notes"); err == nil || !strings.Contains(err.Error(), "not a user on this machine") {
 		t.Fatalf("an unknown user: %v", err)
+	}
+}
+
+// On a CPU without a filter a start fails closed, unless best_effort,
+// which warns; Summary names the block's socket rules and user.
+func TestSeccompUnsupportedArchitecture(t *testing.T) {
+	saved := goarch
+	t.Cleanup(func() { goarch = saved })
+	goarch = "riscv64"
+	_, _, _, err := Prepare(&config.Sandbox{}, "notes", "/bin/cat", "/bin/cat", nil, nil, "")
+	if err == nil || !strings.Contains(err.Error(), "riscv64") || !strings.Contains(err.Error(), "best_effort") {
+		t.Fatalf("want a refusal naming the architecture; got %v", err)
+	}
+	spec, tmp, warning, err := Prepare(&config.Sandbox{BestEffort: true}, "notes", "/bin/cat", "/bin/cat", nil, nil, "")
+	if err != nil || spec.Seccomp != nil || !strings.Contains(warning, "no system call filter") {
+		t.Fatalf("best effort: want a warning and no filter; got %v, %q", err, warning)
+	}
+	os.RemoveAll(tmp)
+}
+
+func TestSummaryNamesSocketRulesAndUser(t *testing.T) {
+	got := Summary(&config.Sandbox{Network: config.NetworkAny, Connect: []int{443}, UDP: true, ConnectUnix: []string{"/run/a.sock"}, User: "mcp"})
+	if want := "landlock: read 0, write 0; net any, connect 443, udp, unix 1; user mcp"; got != want {
+		t.Fatalf("Summary = %q, want %q", got, want)
 	}
 }
