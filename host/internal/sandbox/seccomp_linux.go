@@ -82,6 +82,14 @@ func (s *Seccomp) policy(info *arch.Info) seccomp.Policy {
 	sock := func(cs ...seccomp.Condition) {
 		socket = append(socket, seccomp.NameWithConditions{Name: "socket", Conditions: cs})
 	}
+	// socket's arguments are ints: the kernel reads their low 32 bits,
+	// the filter all 64. A call with bits above them set (socket(1 |
+	// 1<<32, …) is AF_UNIX to the kernel, not to an Equal) is refused
+	// whole; no runtime makes one (glibc and Go extend a non-negative int
+	// with zeros).
+	for a := uint32(0); a < 3; a++ {
+		sock(seccomp.Condition{Argument: a, Operation: seccomp.GreaterThan, Value: 0xffffffff})
+	}
 	if !s.UnixSockets {
 		sock(eq(0, unix.AF_UNIX))
 	}
@@ -109,9 +117,7 @@ func (s *Seccomp) policy(info *arch.Info) seccomp.Policy {
 		{Names: names, NamesWithCondtions: conds, Action: errEPERM},
 		{Names: []string{"clone3"}, Action: errENOSYS},
 	}
-	if len(socket) > 0 {
-		groups = append(groups, seccomp.SyscallGroup{NamesWithCondtions: socket, Action: errEACCES})
-	}
+	groups = append(groups, seccomp.SyscallGroup{NamesWithCondtions: socket, Action: errEACCES})
 	return seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: groups}
 }
 

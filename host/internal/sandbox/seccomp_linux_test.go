@@ -62,6 +62,15 @@ var moreHelpers = map[string]func(arg string) int{
 		}
 		return outcome(err, "sent")
 	},
+	// socket-high: socket(AF_UNIX | 1<<32, SOCK_STREAM, 0), which the
+	// kernel reads as AF_UNIX.
+	"socket-high": func(string) int {
+		fd, _, e := unix.RawSyscall(unix.SYS_SOCKET, unix.AF_UNIX|1<<32, unix.SOCK_STREAM, 0)
+		if e == 0 {
+			unix.Close(int(fd))
+		}
+		return outcome(errnoOrNil(e), "made")
+	},
 	"sctp": func(string) int {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SCTP)
 		if err == nil {
@@ -208,6 +217,13 @@ func TestSeccompUnixSockets(t *testing.T) {
 	// Abstract sockets are Unix sockets too.
 	if out, _, err := run(t, filtered(t, &Seccomp{}, "unix @mcpvisor-test")); err == nil || !strings.Contains(out, "permission denied") {
 		t.Fatalf("an abstract Unix socket under the filter: %v, %q", err, out)
+	}
+	// An int argument with high bits set is the kernel's AF_UNIX still.
+	if out, stderr, err := run(t, filtered(t, nil, "socket-high")); err != nil || out != "ok: made\n" {
+		t.Fatalf("the control, socket(AF_UNIX|1<<32) without the filter: %v, %q, %q", err, out, stderr)
+	}
+	if out, _, err := run(t, filtered(t, &Seccomp{}, "socket-high")); err == nil || out != "error: permission denied\n" {
+		t.Fatalf("socket(AF_UNIX|1<<32) under the filter: want EACCES; got %v, %q", err, out)
 	}
 	if out, stderr, err := run(t, filtered(t, &Seccomp{}, "socketpair")); err != nil || out != "ok: paired\n" {
 		t.Fatalf("socketpair under the filter: %v, %q, %q", err, out, stderr)
