@@ -109,6 +109,28 @@ func sandboxCmd(args []string, stdio IO) int {
 	} else if r.Network != config.NetworkNone {
 		fmt.Fprintln(w, "connect: any TCP port")
 	}
+	if len(r.ConnectUnix) > 0 {
+		fmt.Fprintln(w, "connect_unix (Unix sockets it may connect to):")
+		for _, p := range r.ConnectUnix {
+			fmt.Fprintf(w, "  %s\n", termSafe(p))
+		}
+	}
+	if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
+		fmt.Fprintln(w, "system calls (seccomp; a refused call fails with EPERM, a socket with EACCES):")
+	} else {
+		fmt.Fprintf(w, "system calls (seccomp): none on %s; it would refuse to start unless best_effort = true\n", runtime.GOARCH)
+	}
+	for _, l := range r.Seccomp.Describe() {
+		fmt.Fprintf(w, "  %s\n", l)
+	}
+	fmt.Fprintln(w, "capabilities: none, in every set (bounding, ambient, inheritable, permitted, effective), also as root")
+	if srv.Sandbox.User == "" {
+		fmt.Fprintf(w, "user: mcpvisor's own (uid %d)\n", os.Geteuid())
+	} else if c, err := sandbox.ResolveUser(srv.Sandbox, srv.Name); err != nil {
+		fmt.Fprintf(w, "user: %s: %s\n", termSafe(srv.Sandbox.User), termSafeErr(err))
+	} else {
+		fmt.Fprintf(w, "user: %s (uid %d, gid %d, no supplementary groups)\n", termSafe(srv.Sandbox.User), c.UID, c.GID)
+	}
 	printLimits(w, srv.Limits)
 	return ExitOK
 }

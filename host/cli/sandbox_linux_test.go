@@ -37,7 +37,9 @@ server "notes" {
 server "web" {
   command = "sh"
   sandbox {
-    connect = [443, 8443]
+    connect      = [443, 8443]
+    udp          = true
+    connect_unix = ["/run/x.sock"]
   }
 }
 server "gone" {
@@ -48,6 +50,12 @@ server "gone" {
 }
 server "plain" {
   command = "sh"
+}
+server "stranger" {
+  command = "sh"
+  sandbox {
+    user = "no-such-user-mcpvisor"
+  }
 }
 `, marker, ref, notes, filepath.Join(dir, "missing")))
 
@@ -62,6 +70,11 @@ server "plain" {
 		"a private temporary directory",
 		"network: none",
 		"limits: memory 64MiB, processes 32",
+		"system calls (seccomp", "  refused: BPF programs and perf events: bpf, perf_event_open\n",
+		"  refused: mknod and mknodat of a character or block device\n",
+		"  refused: Unix sockets (socket(AF_UNIX)); socketpair allowed",
+		"capabilities: none, in every set",
+		"user: mcpvisor's own",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sandbox notes: missing %q in\n%s", want, out)
@@ -72,7 +85,9 @@ server "plain" {
 	}
 
 	code, out, _ = run("sandbox", "-config", cfg, "web")
-	if code != 0 || !strings.Contains(out, "connect: TCP ports 443, 8443 only") || !strings.Contains(out, "network: any") {
+	if code != 0 || !strings.Contains(out, "connect: TCP ports 443, 8443 only") || !strings.Contains(out, "network: any") ||
+		!strings.Contains(out, "connect_unix (Unix sockets it may connect to):\n  /run/x.sock\n") || !strings.Contains(out, "allowed: Unix sockets") ||
+		!strings.Contains(out, "allowed: UDP to any host and port (udp = true)") {
 		t.Errorf("sandbox web: exit %d\n%s", code, out)
 	}
 	code, out, _ = run("sandbox", "-config", cfg, "plain")
@@ -89,6 +104,14 @@ server "plain" {
 	}
 	if code, _, _ = run("sandbox", "-config", cfg); code != 2 {
 		t.Errorf("sandbox without a server: exit %d, want 2", code)
+	}
+	code, out, _ = run("sandbox", "-config", cfg, "stranger")
+	if code != 0 || !strings.Contains(out, `user: no-such-user-mcpvisor: `) || !strings.Contains(out, "not a user on this machine") {
+		t.Errorf("sandbox stranger: want the user's problem on its line; got %d\n%s", code, out)
+	}
+	code, _, errOut = run("validate", "-config", cfg)
+	if code != 0 || !strings.Contains(errOut, `Warning: server "stranger": user in the sandbox of "stranger" is "no-such-user-mcpvisor"`) {
+		t.Errorf("validate: want a warning about the unknown user; got %d %q", code, errOut)
 	}
 	// validate accepts the file and warns about the missing path.
 	code, _, errOut = run("validate", "-config", cfg)

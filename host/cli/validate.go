@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 )
 
 func validateCmd(args []string, stdio IO) int {
@@ -61,6 +62,10 @@ func validateCmd(args []string, stdio IO) int {
 				if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 					fmt.Fprintf(stdio.Stderr, "Warning: server %q: sandbox path %s does not exist; the server will park at start until it does\n", s.Name, termSafe(p))
 				}
+			}
+			// And a user it could not switch to here.
+			if _, err := sandbox.ResolveUser(sb, s.Name); err != nil {
+				fmt.Fprintf(stdio.Stderr, "Warning: server %q: %s; the server will park at start\n", s.Name, termSafeErr(err))
 			}
 		}
 	}

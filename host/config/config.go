@@ -577,6 +577,19 @@ type Sandbox struct {
 	// it lacks a needed feature, with a warning, instead of refusing to
 	// start it.
 	BestEffort bool
+	// UDP allows UDP sockets under Connect, which otherwise refuses them
+	// (seccomp): a resolver's DNS queries (docs/sandbox.md).
+	UDP bool
+	// ConnectUnix lists the Unix socket paths the server may connect to.
+	// Without it the server may create no AF_UNIX socket (socketpair
+	// stays allowed); with it AF_UNIX sockets are allowed, and the paths
+	// are what the server's view of the file system shows.
+	ConnectUnix []string
+	// User, when set, is the user (a name, or a numeric uid) the server
+	// runs as; Group its group (a name or a numeric gid), by default the
+	// user's primary group. Only mcpvisor running as root can switch.
+	User  string
+	Group string
 }
 
 // Limits is the `limits { … }` block of a stdio server

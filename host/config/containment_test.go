@@ -24,6 +24,10 @@ func TestContainmentBlocks(t *testing.T) {
     write       = ["/srv/notes"]
     connect     = [443, 8080]
     best_effort = true
+    udp          = true
+    connect_unix = ["run/agent.sock"]
+    user         = "mcp-notes"
+    group        = "mcp"
   }
   limits {
     memory     = "512MiB"
@@ -42,11 +46,15 @@ server "plain" {
 	}
 	s := cfg.Servers[0]
 	want := &config.Sandbox{
-		Read:       []string{filepath.Join(dir, "ref"), "/srv/reference"},
-		Write:      []string{"/srv/notes"},
-		Network:    config.NetworkAny,
-		Connect:    []int{443, 8080},
-		BestEffort: true,
+		Read:        []string{filepath.Join(dir, "ref"), "/srv/reference"},
+		Write:       []string{"/srv/notes"},
+		Network:     config.NetworkAny,
+		Connect:     []int{443, 8080},
+		BestEffort:  true,
+		UDP:         true,
+		ConnectUnix: []string{filepath.Join(dir, "run/agent.sock")},
+		User:        "mcp-notes",
+		Group:       "mcp",
 	}
 	if !reflect.DeepEqual(s.Sandbox, want) {
 		t.Errorf("Sandbox = %+v, want %+v", s.Sandbox, want)
@@ -73,6 +81,13 @@ func TestContainmentErrors(t *testing.T) {
 		{`command = "x"` + "\n" + "sandbox {\nnetwork = \"none\"\nconnect = [443]\n}", "Conflicting network rules"},
 		{`command = "x"` + "\n" + `sandbox { connect = [0] }`, "between 1 and 65535"},
 		{`command = "x"` + "\n" + `sandbox { read = [""] }`, "empty path"},
+		{`command = "x"` + "\n" + `sandbox { udp = true }`, "Needless udp"},
+		{`command = "x"` + "\n" + "sandbox {\nnetwork = \"none\"\nudp = true\n}", "no host to send UDP to"},
+		{`command = "x"` + "\n" + `sandbox { group = "mcp" }`, "Group without user"},
+		{`command = "x"` + "\n" + `sandbox { user = "" }`, "Invalid user"},
+		{`command = "x"` + "\n" + `sandbox { user = "a b" }`, "Invalid user"},
+		{`command = "x"` + "\n" + `sandbox { connect_unix = [""] }`, "empty path"},
+		{`command = "x"` + "\n" + `sandbox { users = "x" }`, `Did you mean "user"?`},
 		{`command = "x"` + "\n" + `limits { memory = "1MiB" }`, "at least 8MiB"},
 		{`command = "x"` + "\n" + `limits { processes = 0 }`, "processes in the limits"},
 		{`command = "x"` + "\n" + `limits { open_files = 3 }`, "at least 16"},

@@ -585,6 +585,22 @@ func (d *decoder) containment(rs *serverSchema, s *Server, r map[string]hcl.Rang
 		if v, ok := d.boolean(rsb.BestEffort, "best_effort"); ok {
 			sb.BestEffort = v
 		}
+		if v, ok := d.boolean(rsb.UDP, "udp"); ok {
+			sb.UDP = v
+			at("sandbox.udp", rsb.UDP)
+		}
+		if v, ok := d.strList(rsb.ConnectUnix, "connect_unix"); ok {
+			sb.ConnectUnix = d.resolveAll(v)
+			at("sandbox.connect_unix", rsb.ConnectUnix)
+		}
+		if v, ok := d.str(rsb.User, "user"); ok {
+			sb.User = v
+			at("sandbox.user", rsb.User)
+		}
+		if v, ok := d.str(rsb.Group, "group"); ok {
+			sb.Group = v
+			at("sandbox.group", rsb.Group)
+		}
 		if sb.Network == "" {
 			sb.Network = NetworkAny
 		}

@@ -160,6 +160,13 @@ type sandboxSchema struct {
 	Network    hcl.Expression `hcl:"network,optional"`
 	Connect    hcl.Expression `hcl:"connect,optional"`
 	BestEffort hcl.Expression `hcl:"best_effort,optional"`
+	// UDP allows UDP sockets under connect; ConnectUnix the Unix socket
+	// paths the server may connect to (docs/sandbox.md "System calls").
+	UDP         hcl.Expression `hcl:"udp,optional"`
+	ConnectUnix hcl.Expression `hcl:"connect_unix,optional"`
+	// User and Group run the server as a user of its own.
+	User  hcl.Expression `hcl:"user,optional"`
+	Group hcl.Expression `hcl:"group,optional"`
 
 	DefRange hcl.Range `hcl:",def_range"`
 }

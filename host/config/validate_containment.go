@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"runtime"
+	"strings"
 )
 
 // The smallest limits a server could start under: below them every
@@ -56,10 +57,29 @@ func (k *checker) containment(s *Server, name string) {
 					"connect in the sandbox of %s lists %d; a TCP port is between 1 and 65535.", name, p)
 			}
 		}
+		switch {
+		case sb.UDP && sb.Network == NetworkNone:
+			k.errorf(k.at(s, "sandbox.udp"), "Conflicting network rules",
+				"The sandbox of %s sets network = %q and udp; with no network there is no host to send UDP to. Remove udp, or set network = %q with connect.", name, NetworkNone, NetworkAny)
+		case sb.UDP && len(sb.Connect) == 0:
+			k.errorf(k.at(s, "sandbox.udp"), "Needless udp",
+				"udp = true in the sandbox of %s allows UDP under connect, and it has no connect: without connect every TCP and UDP port is reachable already. Remove udp, or add connect = [443] (the TCP ports it may reach).", name)
+		}
+		if sb.Group != "" && sb.User == "" {
+			k.errorf(k.at(s, "sandbox.group"), "Group without user",
+				"The sandbox of %s sets group and no user; group is the group of the user the server runs as. Add user = \"NAME\" (a name or a numeric uid), or remove group.", name)
+		}
+		for _, f := range []struct{ key, v string }{{"sandbox.user", sb.User}, {"sandbox.group", sb.Group}} {
+			if (f.v == "" && k.written(s, f.key)) || strings.ContainsFunc(f.v, func(r rune) bool { return r <= ' ' || r == ':' || r == 0x7f }) {
+				what := f.key[len("sandbox."):]
+				k.errorf(k.at(s, f.key), "Invalid "+what,
+					"%s in the sandbox of %s is %q; write a name from /etc/passwd (/etc/group for group), such as \"mcp-notes\", or a number, such as \"1001\".", what, name, f.v)
+			}
+		}
 		for _, f := range []struct {
 			key   string
 			paths []string
-		}{{"sandbox.read", sb.Read}, {"sandbox.write", sb.Write}} {
+		}{{"sandbox.read", sb.Read}, {"sandbox.write", sb.Write}, {"sandbox.connect_unix", sb.ConnectUnix}} {
 			for _, p := range f.paths {
 				if p == "" {
 					k.errorf(k.at(s, f.key), "Empty path",

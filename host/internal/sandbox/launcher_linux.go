@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -67,6 +69,15 @@ func launch(spec *Spec) error {
 		if err := restrict(l); err != nil {
 			return err
 		}
+	}
+	// The last steps (caps_linux.go, user_linux.go, seccomp_linux.go):
+	// no capability and the server's own user, then the system call
+	// filter, which the launcher's own setup above must not meet.
+	if err := dropPrivileges(spec); err != nil {
+		return err
+	}
+	if err := loadSeccomp(spec.Seccomp); err != nil {
+		return err
 	}
 	err := syscall.Exec(spec.Path, spec.Args, spec.Env)
 	if errors.Is(err, syscall.EACCES) && spec.Landlock != nil {
@@ -184,9 +195,9 @@ func restrict(l *Landlock) error {
 		switch {
 		case isDir(p) && use >= 2:
 			// Moving files between its directories (ABI 2's refer right).
-			rule = landlock.RWDirs(p).WithRefer()
+			rule = writeDir(cfg, p).WithRefer()
 		case isDir(p):
-			rule = landlock.RWDirs(p)
+			rule = writeDir(cfg, p)
 		default:
 			rule = landlock.RWFiles(p).WithIoctlDev()
 		}
@@ -195,6 +206,9 @@ func restrict(l *Landlock) error {
 			rule = rule.WithResolveUnix()
 		}
 		rules = append(rules, rule)
+	}
+	if use >= 9 {
+		rules = append(rules, connectUnixRules(cfg, l.ConnectUnix)...)
 	}
 	for _, port := range l.Connect {
 		rules = append(rules, landlock.ConnectTCP(uint16(port)))
@@ -285,10 +299,19 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 	if err != nil {
 		return nil, "", "", err
 	}
-	l := &Landlock{Read: r.Read, Write: r.Write, Connect: r.Connect, BestEffort: r.BestEffort}
+	l := &Landlock{Read: r.Read, Write: r.Write, Connect: r.Connect, ConnectUnix: r.ConnectUnix, BestEffort: r.BestEffort}
 	if warning, err = checkABI(l, server); err != nil {
 		return nil, "", "", err
 	}
+	if spec.Credential, err = ResolveUser(sb, server); err != nil {
+		return nil, "", "", err
+	}
+	var filterWarning string
+	if spec.Seccomp, filterWarning, err = checkSeccomp(r.Seccomp, server, r.BestEffort); err != nil {
+		return nil, "", "", err
+	}
+	warning = strings.Join(slices.DeleteFunc([]string{warning, filterWarning}, func(w string) bool { return w == "" }), "; ")
+	spec.NoCapabilities = true
 	for _, c := range r.Caches {
 		if err := os.MkdirAll(c, 0o700); err != nil {
 			return nil, "", "", fmt.Errorf("creating %s for the sandbox of %q: %w", c, server, err)
@@ -297,6 +320,13 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 	tmp, err = os.MkdirTemp("", "mcpvisor-"+safeName(server)+"-")
 	if err != nil {
 		return nil, "", "", fmt.Errorf("creating the private temporary directory of %q: %w", server, err)
+	}
+	if c := spec.Credential; c != nil {
+		// The server's own user owns its temporary directory.
+		if err := os.Chown(tmp, int(c.UID), int(c.GID)); err != nil {
+			os.RemoveAll(tmp)
+			return nil, "", "", fmt.Errorf("giving the private temporary directory of %q to user %s: %w", server, c.User, err)
+		}
 	}
 	l.Write = append(l.Write, tmp)
 	spec.Env = setEnv(env, "TMPDIR", tmp)

@@ -63,6 +63,12 @@ func helper(h string) int {
 		for _, kv := range os.Environ() {
 			fmt.Println(kv)
 		}
+	default:
+		if f, ok := moreHelpers[what]; ok {
+			return f(arg)
+		}
+		fmt.Println("unknown helper", what)
+		return 2
 	}
 	return 0
 }

@@ -49,6 +49,11 @@ type Rules struct {
 	Connect []int
 	// BestEffort: start with what the kernel can enforce.
 	BestEffort bool
+	// ConnectUnix are the Unix socket paths it may connect to; without
+	// them it may make no Unix socket but with socketpair.
+	ConnectUnix []string
+	// Seccomp is the system call filter.
+	Seccomp *Seccomp
 }
 
 // Effective computes the rules of a server with sandbox block sb whose
@@ -58,10 +63,11 @@ type Rules struct {
 // temporary directory is not among them: it is made at each start
 // (Prepare).
 func Effective(sb *config.Sandbox, server, command, path string, env []string, cwd string) (Rules, error) {
-	r := Rules{Network: sb.Network, Connect: slices.Clone(sb.Connect), BestEffort: sb.BestEffort}
+	r := Rules{Network: sb.Network, Connect: slices.Clone(sb.Connect), BestEffort: sb.BestEffort, ConnectUnix: slices.Clone(sb.ConnectUnix)}
 	if r.Network == "" {
 		r.Network = config.NetworkAny
 	}
+	r.Seccomp = &Seccomp{UnixSockets: len(sb.ConnectUnix) > 0, TCPOnly: len(sb.Connect) > 0, UDP: sb.UDP}
 	for _, f := range []struct {
 		key   string
 		paths []string
@@ -267,6 +273,15 @@ func Summary(sb *config.Sandbox) string {
 			ports[i] = strconv.Itoa(p)
 		}
 		s += ", connect " + strings.Join(ports, " ")
+	}
+	if sb.UDP {
+		s += ", udp"
+	}
+	if len(sb.ConnectUnix) > 0 {
+		s += fmt.Sprintf(", unix %d", len(sb.ConnectUnix))
+	}
+	if sb.User != "" {
+		s += "; user " + sb.User
 	}
 	if sb.BestEffort {
 		s += "; best effort"

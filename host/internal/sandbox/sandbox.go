@@ -58,6 +58,16 @@ type Spec struct {
 	// to each one's cgroup.procs) before the exec, so the server and all
 	// it starts are accounted there from their first instruction.
 	Cgroups []string `json:"cgroups,omitempty"`
+	// NoCapabilities clears every capability set of the launcher (the
+	// bounding set included) before the exec: a sandboxed server holds
+	// none, even when mcpvisor is root (caps_linux.go).
+	NoCapabilities bool `json:"no_capabilities,omitempty"`
+	// Credential, when set, is the user the server runs as (the block's
+	// user and group).
+	Credential *Credential `json:"credential,omitempty"`
+	// Seccomp, when set, is the system call filter, loaded last before
+	// the exec (seccomp.go).
+	Seccomp *Seccomp `json:"seccomp,omitempty"`
 }
 
 // Landlock is the filesystem and network part of a Spec: every path
@@ -70,6 +80,10 @@ type Landlock struct {
 	// Connect, when not empty, are the only TCP ports connect(2) may
 	// reach.
 	Connect []int `json:"connect,omitempty"`
+	// ConnectUnix are Unix socket paths the server may connect to: from
+	// ABI 9, Landlock allows connecting to them (and to sockets under
+	// Write) only.
+	ConnectUnix []string `json:"connect_unix,omitempty"`
 	// BestEffort applies what the kernel's Landlock ABI can enforce
 	// instead of refusing to start.
 	BestEffort bool `json:"best_effort,omitempty"`
@@ -87,7 +101,7 @@ type Rlimit struct {
 // Needed reports whether a Spec does anything the launcher must apply:
 // without it, a server is started directly.
 func (s *Spec) Needed() bool {
-	return s.Landlock != nil || s.OwnNetwork || len(s.Rlimits) > 0 || len(s.Cgroups) > 0
+	return s.Landlock != nil || s.OwnNetwork || len(s.Rlimits) > 0 || len(s.Cgroups) > 0 || s.NoCapabilities || s.Credential != nil || s.Seccomp != nil
 }
 
 // maxSpec bounds the encoded Spec: one environment string may hold at most
