@@ -50,23 +50,32 @@ func launch(spec *Spec) error {
 			return fmt.Errorf("setting resource limit %d to %d: %w", r.Resource, r.Cur, err)
 		}
 	}
+	if spec.View != nil {
+		// Before Landlock, which forbids mounting.
+		if err := enterView(spec.View, spec.Landlock); err != nil {
+			return err
+		}
+	}
 	if spec.OwnNetwork {
 		if err := loopbackUp(); err != nil {
 			return fmt.Errorf("bringing up the loopback interface of the server's network namespace: %w", err)
 		}
-		// Not root: the launcher had CAP_NET_ADMIN (in its own user
-		// namespace) as an ambient capability for that; the server does
-		// not keep it, in any set.
-		if os.Geteuid() != 0 {
-			if err := dropCapabilities(); err != nil {
-				return fmt.Errorf("dropping the launcher's capabilities: %w", err)
-			}
+	}
+	// Not root: the launcher had CAP_NET_ADMIN and CAP_SYS_ADMIN (in its
+	// own user namespace) as ambient capabilities for that; the server
+	// does not keep them, in any set.
+	if (spec.OwnNetwork || spec.View != nil) && os.Geteuid() != 0 {
+		if err := dropCapabilities(); err != nil {
+			return fmt.Errorf("dropping the launcher's capabilities: %w", err)
 		}
 	}
 	if l := spec.Landlock; l != nil {
 		if err := restrict(l); err != nil {
 			return err
 		}
+	}
+	if spec.View != nil {
+		return runInit(spec)
 	}
 	err := syscall.Exec(spec.Path, spec.Args, spec.Env)
 	if errors.Is(err, syscall.EACCES) && spec.Landlock != nil {
@@ -242,6 +251,11 @@ func Command(spec *Spec) (*exec.Cmd, error) {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{launcherArg0}
 	cmd.Env = env
+	if spec.View != nil {
+		if err := spec.statusPipe(cmd); err != nil {
+			return nil, err
+		}
+	}
 	return cmd, nil
 }
 
@@ -249,15 +263,13 @@ func Command(spec *Spec) (*exec.Cmd, error) {
 // namespace of its own for spec.OwnNetwork — with a user namespace mapping
 // only mcpvisor's own ids when mcpvisor is not root.
 func ProcAttr(spec *Spec, attr *syscall.SysProcAttr) {
+	viewProcAttr(spec, attr)
 	if !spec.OwnNetwork {
 		return
 	}
 	attr.Cloneflags |= syscall.CLONE_NEWNET
 	if os.Geteuid() != 0 {
-		attr.Cloneflags |= syscall.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
+		userNamespace(attr)
 		// For bringing up the namespace's loopback; dropped before the
 		// server's exec.
 		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_ADMIN)
@@ -294,7 +306,11 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 			return nil, "", "", fmt.Errorf("creating %s for the sandbox of %q: %w", c, server, err)
 		}
 	}
-	tmp, err = os.MkdirTemp("", "mcpvisor-"+safeName(server)+"-")
+	root, err := makeTmpRoot()
+	if err != nil {
+		return nil, "", "", fmt.Errorf("creating the private temporary directory of %q: %w", server, err)
+	}
+	tmp, err = os.MkdirTemp(root, safeName(server)+"-")
 	if err != nil {
 		return nil, "", "", fmt.Errorf("creating the private temporary directory of %q: %w", server, err)
 	}
@@ -302,5 +318,6 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 	spec.Env = setEnv(env, "TMPDIR", tmp)
 	spec.Landlock = l
 	spec.OwnNetwork = r.Network == config.NetworkNone
+	spec.View = &View{Read: l.Read, Write: l.Write, Hide: hiddenPaths(), Tmp: tmp, Dir: cwd}
 	return spec, tmp, warning, nil
 }

@@ -58,6 +58,14 @@ type Spec struct {
 	// to each one's cgroup.procs) before the exec, so the server and all
 	// it starts are accounted there from their first instruction.
 	Cgroups []string `json:"cgroups,omitempty"`
+	// View, when set, runs the server in a view of the machine of its
+	// own, under an init (view.go).
+	View *View `json:"view,omitempty"`
+
+	// status is the pipe on which a contained start's init reports the
+	// server's exit status (init_linux.go): mcpvisor's read end, the
+	// init's write end until Started.
+	status [2]*os.File
 }
 
 // Landlock is the filesystem and network part of a Spec: every path
@@ -87,7 +95,7 @@ type Rlimit struct {
 // Needed reports whether a Spec does anything the launcher must apply:
 // without it, a server is started directly.
 func (s *Spec) Needed() bool {
-	return s.Landlock != nil || s.OwnNetwork || len(s.Rlimits) > 0 || len(s.Cgroups) > 0
+	return s.Landlock != nil || s.OwnNetwork || len(s.Rlimits) > 0 || len(s.Cgroups) > 0 || s.View != nil
 }
 
 // maxSpec bounds the encoded Spec: one environment string may hold at most

@@ -205,6 +205,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	// removeTmp undoes what the start made (the private temp directory,
 	// the cgroups) on every failed start below.
 	removeTmp := func() {
+		spec.CloseStatus()
 		limits.Close()
 		if tmp != "" {
 			os.RemoveAll(tmp)
@@ -238,7 +239,15 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		return nil, err
 	}
 
-	group := NewProcessGroup(logger)
+	var group *ProcessGroup
+	if spec.Contained() {
+		// The server's init leads the group and takes the whole pid
+		// namespace with it when it dies: no keeper (a process in a new
+		// pid namespace cannot join a group outside it).
+		group = &ProcessGroup{}
+	} else {
+		group = NewProcessGroup(logger)
+	}
 	if !spec.Needed() {
 		cmd.Env = cfg.Env
 	}
@@ -261,6 +270,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		return nil, fmt.Errorf("starting %q: %w", cfg.Command, err)
 	}
 	group.Started(cmd.Process.Pid)
+	spec.Started()
 	// The child has its copies; ours of its ends must go, or we would never
 	// see EOF on stdout.
 	closeAll(inR, outW, errW)
@@ -300,7 +310,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	stderrDone := make(chan struct{})
 	go p.readStderr(errR, stderrDone)
 	go func() {
-		err := cmd.Wait()
+		err := spec.ExitErr(cmd.Wait())
 		// Give the stderr reader a moment to take the last lines (the crash
 		// message is usually there) without waiting on grandchildren that
 		// may hold the pipe open.
