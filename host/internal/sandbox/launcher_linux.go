@@ -310,7 +310,7 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 	if err != nil {
 		return nil, "", "", fmt.Errorf("creating the private temporary directory of %q: %w", server, err)
 	}
-	tmp, err = os.MkdirTemp(root, safeName(server)+"-")
+	tmp, err = os.MkdirTemp(root, "mcpvisor-"+safeName(server)+"-")
 	if err != nil {
 		return nil, "", "", fmt.Errorf("creating the private temporary directory of %q: %w", server, err)
 	}

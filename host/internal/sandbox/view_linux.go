@@ -261,7 +261,9 @@ func planView(v *View) ([]viewStep, [][2]string, error) {
 		steps = append(steps, g)
 	}
 	for _, h := range hides {
-		if slices.ContainsFunc(grants, func(g viewStep) bool { return under(h.path, g.path) && g.path != h.path || g.path == h.path && g.path != tmp }) {
+		if slices.ContainsFunc(grants, func(g viewStep) bool {
+			return under(h.path, g.path) && g.path != h.path || g.path == h.path && g.path != tmp
+		}) {
 			steps = append(steps, h)
 		}
 	}

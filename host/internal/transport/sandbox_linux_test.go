@@ -17,16 +17,18 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
-// A sandboxed server is the launcher exec'd in place (docs/design.md
-// §18.1): the pid mcpvisor holds is the server's own, it is in the
-// keeper's group, it runs with no_new_privs under its private TMPDIR, and
-// Close removes that directory.
-func TestSandboxedProcessIsExecdInPlace(t *testing.T) {
+// A sandboxed server runs under its init (docs/design.md §18.1): the pid
+// mcpvisor holds is the init's, which leads the group (no keeper); the
+// server is the init's child in the init's pid namespace, in the
+// init's group, with no_new_privs, under its private TMPDIR; Close
+// removes that directory.
+func TestSandboxedProcessRunsUnderItsInit(t *testing.T) {
 	p, err := transport.StartProcess(transport.ProcessConfig{
 		Command: "sh",
 		Args:    []string{"-c", `echo "pid=$$ tmp=$TMPDIR" >&2; exec sleep 60`},
 		Env:     transport.ChildEnv(nil),
 		Sandbox: &config.Sandbox{},
+		Server:  "boxed",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -45,17 +47,34 @@ func TestSandboxedProcessIsExecdInPlace(t *testing.T) {
 	var pid int
 	var tmp string
 	fmt.Sscanf(line, "pid=%d tmp=%s", &pid, &tmp)
-	if pid != p.Pid() {
-		t.Errorf("the server's own pid is %d, mcpvisor holds %d", pid, p.Pid())
+	init := p.Pid()
+	if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", init)); !strings.Contains(string(st), fmt.Sprintf("NSpid:\t%d\t1\n", init)) {
+		t.Errorf("the process mcpvisor holds is not pid 1 of a namespace of its own")
 	}
-	if pgid, err := syscall.Getpgid(pid); err != nil || pgid == pid {
-		t.Errorf("the server leads its own group (%d, %v): it should be in its keeper's", pgid, err)
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", init, init))
+	if err != nil {
+		t.Fatal(err)
 	}
-	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	f := strings.Fields(string(children))
+	if len(f) != 1 {
+		t.Fatalf("the init %d has children %q; want the server alone", init, f)
+	}
+	var server int
+	fmt.Sscan(f[0], &server)
+	if pgid, err := syscall.Getpgid(init); err != nil || pgid != init {
+		t.Errorf("the init is in group %d (%v); want its own", pgid, err)
+	}
+	if pgid, err := syscall.Getpgid(server); err != nil || pgid != init {
+		t.Errorf("the server is in group %d (%v); want its init's, %d", pgid, err, init)
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", server))
 	if !strings.Contains(string(status), "NoNewPrivs:\t1") {
 		t.Errorf("the server runs without no_new_privs: not under Landlock")
 	}
-	if st, err := os.Stat(tmp); err != nil || !st.IsDir() || !strings.HasPrefix(filepath.Base(tmp), "mcpvisor-") {
+	if !strings.Contains(string(status), fmt.Sprintf("NSpid:\t%d\t%d\n", server, pid)) {
+		t.Errorf("the server (pid %d to itself) is not in its init's pid namespace", pid)
+	}
+	if st, err := os.Stat(tmp); err != nil || !st.IsDir() || !strings.HasPrefix(filepath.Base(tmp), "mcpvisor-boxed-") {
 		t.Fatalf("TMPDIR %q is not the private directory: %v", tmp, err)
 	}
 	if err := p.Close(context.Background()); err != nil {
