@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if h, ok := os.LookupEnv(helperEnv); ok {
 		os.Exit(helper(h))
 	}
+	if h, ok := os.LookupEnv(viewHelperEnv); ok {
+		os.Exit(viewHelper(h))
+	}
 	os.Exit(testutil.RunWithLeakCheck(m))
 }
 
