@@ -40,6 +40,10 @@ type View struct {
 // hiddenFiles are system files no default or grant ever shows.
 var hiddenFiles = []string{"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-"}
 
+// HiddenPaths are what a server's view covers where a grant would show
+// them (for `mcpvisor sandbox NAME`).
+func HiddenPaths() []string { return hiddenPaths() }
+
 // hiddenPaths are what a view covers where a grant would show them:
 // mcpvisor's runtime directories (host/cli/instances.go runtimeDir:
 // $XDG_RUNTIME_DIR/mcpvisor, else $TMPDIR/mcpvisor-UID; both are
