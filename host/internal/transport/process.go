@@ -269,7 +269,11 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		}
 		return nil, fmt.Errorf("starting %q: %w", cfg.Command, err)
 	}
-	group.Started(cmd.Process.Pid)
+	if spec.Contained() {
+		group.startedInit(cmd.Process.Pid)
+	} else {
+		group.Started(cmd.Process.Pid)
+	}
 	spec.Started()
 	// The child has its copies; ours of its ends must go, or we would never
 	// see EOF on stdout.

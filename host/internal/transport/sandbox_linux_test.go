@@ -97,3 +97,47 @@ func TestSandboxMissingPathCannotStart(t *testing.T) {
 		t.Fatalf("want ErrCannotStart naming %s; got %v", missing, err)
 	}
 }
+
+// A contained server's init is not the server's: its memory (a Go
+// runtime, tens of MiB of the binary's pages) is left out of the
+// server's usage, with and without a cgroup.
+func TestContainedUsageLeavesOutTheInit(t *testing.T) {
+	for name, limits := range map[string]config.Limits{"group": {}, "cgroup": {Memory: 256 << 20}} {
+		t.Run(name, func(t *testing.T) {
+			p, err := transport.StartProcess(transport.ProcessConfig{
+				Command: "sleep", Args: []string{"60"}, Env: transport.ChildEnv(nil),
+				Sandbox: &config.Sandbox{}, Limits: limits, Server: "usage",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			testutil.Eventually(t, 10*time.Second, "the server running sleep", func() bool {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.Pid(), p.Pid()))
+				f := strings.Fields(string(b))
+				if len(f) != 1 {
+					return false
+				}
+				comm, _ := os.ReadFile("/proc/" + f[0] + "/comm")
+				return strings.TrimSpace(string(comm)) == "sleep"
+			})
+			u, ok := p.Usage()
+			if !ok {
+				t.Fatal("the server cannot be measured")
+			}
+			st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var initKB int64
+			for _, l := range strings.Split(string(st), "\n") {
+				if strings.HasPrefix(l, "VmRSS:") {
+					fmt.Sscan(strings.TrimPrefix(l, "VmRSS:"), &initKB)
+				}
+			}
+			if u.Processes != 1 || u.RSS >= initKB<<10 {
+				t.Errorf("usage %d processes, RSS %d bytes; want the sleep alone (1), less than the init's %d KiB", u.Processes, u.RSS, initKB)
+			}
+		})
+	}
+}
