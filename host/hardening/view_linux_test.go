@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
 )
 
@@ -219,8 +221,8 @@ func listenUnixCounting(t *testing.T, path string) *unixCounting {
 // TestViewDaemonDies: a daemon that a sandboxed server starts the
 // classic way (setsid and a second fork, ignoring SIGTERM and SIGHUP)
 // does not outlive the server, whichever way the server ends: a restart,
-// an idle stop, a SIGKILL of mcpvisor (docs/sandbox.md "What the server
-// sees"). As root and as nobody (no cgroup then: the pid namespace alone
+// a crash, an idle stop, max_lifetime, a SIGTERM and a SIGKILL of
+// mcpvisor (docs/sandbox.md "What the server sees"). As root and as nobody (no cgroup then: the pid namespace alone
 // does it).
 func TestViewDaemonDies(t *testing.T) {
 	for _, who := range []string{"root", "nobody"} {
@@ -246,6 +248,13 @@ func testViewDaemonDies(t *testing.T, asNobody bool) {
     write = [` + hclString(write) + `]
   }
 }
+server "aged" {
+  command      = ` + hostile + `
+  max_lifetime = "3s"
+  sandbox {
+    write = [` + hclString(write) + `]
+  }
+}
 server "idler" {
   command      = ` + hostile + `
   idle_timeout = "1s"
@@ -254,15 +263,20 @@ server "idler" {
   }
 }
 `
-	var mv *mcpvisor
-	if asNobody {
-		mv, _ = startMcpvisorAsUser(t, "", servers)
-	} else {
-		mv = startMcpvisor(t, servers)
+	start := func() (*mcpvisor, *mcp.ClientSession) {
+		var mv *mcpvisor
+		if asNobody {
+			mv, _ = startMcpvisorAsUser(t, "", servers)
+		} else {
+			mv = startMcpvisor(t, servers)
+		}
+		cs := connectClient(t, mv)
+		for _, s := range []string{"boxed", "aged", "idler"} {
+			waitTool(t, cs, s+"__probe")
+		}
+		return mv, cs
 	}
-	cs := connectClient(t, mv)
-	waitTool(t, cs, "boxed__probe")
-	waitTool(t, cs, "idler__probe")
+	mv, cs := start()
 
 	daemon := func(server, name string) int {
 		t.Helper()
@@ -289,12 +303,33 @@ server "idler" {
 	gone(pid, "a restart")
 	waitTool(t, cs, "boxed__probe")
 
+	// A crash.
+	pid = daemon("boxed", "crash.pid")
+	if got := probe(t, cs, "boxed__probe", "exit", "3"); !strings.HasPrefix(got, "escaped: exiting") {
+		t.Fatalf("exit: %s", got)
+	}
+	gone(pid, "a crash")
+	waitTool(t, cs, "boxed__probe")
+
+	// max_lifetime.
+	pid = daemon("aged", "aged.pid")
+	gone(pid, "max_lifetime")
+
 	// An idle stop.
 	pid = daemon("idler", "idle.pid")
 	gone(pid, "an idle stop")
 	testutil.Eventually(t, 15*time.Second, "idler idle", func() bool { return mv.status(t)["idler"].State == "idle" })
 
+	// A SIGTERM of mcpvisor.
+	pid = daemon("boxed", "term.pid")
+	if err := syscall.Kill(mv.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-mv.done
+	gone(pid, "a SIGTERM of mcpvisor")
+
 	// A SIGKILL of mcpvisor.
+	mv, cs = start()
 	pid = daemon("boxed", "kill.pid")
 	if err := syscall.Kill(mv.pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -49,6 +49,19 @@ func init() {
 		slices.Sort(others)
 		return fmt.Sprintf("%d other processes: %s", len(others), strings.Join(others[:min(len(others), 20)], " ")), nil
 	})
+	// exit CODE: the server exits with CODE (default 3) just after it
+	// answers: a crash.
+	register("exit", func(_ context.Context, code string) (string, error) {
+		n, err := strconv.Atoi(code)
+		if err != nil {
+			n = 3
+		}
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			os.Exit(n)
+		}()
+		return fmt.Sprintf("exiting with status %d", n), nil
+	})
 	// connect-unix PATH: connects to the Unix socket at PATH.
 	register("connect-unix", func(_ context.Context, path string) (string, error) {
 		c, err := net.DialTimeout("unix", path, 5*time.Second)
