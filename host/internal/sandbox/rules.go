@@ -71,7 +71,8 @@ type Rules struct {
 
 // Effective computes the rules of a server with sandbox block sb whose
 // command resolved to path, run with environment env (the child's) in
-// directory cwd. A path of the block that does not exist is an error
+// directory cwd, which is not granted (docs/sandbox.md "The runtime
+// defaults"). A path of the block that does not exist is an error
 // naming it; a default that does not exist is left out. The private
 // temporary directory is not among them: it is made at each start
 // (Prepare).

@@ -7,11 +7,14 @@
 // re-executed (/proc/self/exe) with a Spec in its environment. An init
 // function of this package, which runs before main in every binary that
 // imports package host (and in every test binary that imports this
-// package), sees the Spec, applies it to its own process and execs the
-// server's command in place, so the pid, the process group and the keeper
-// (transport/group.go) are the server's exactly as without a sandbox. The
-// Spec never reaches the server: the command runs with the environment
-// the Spec carries, which does not hold it.
+// package), sees the Spec and applies it to its own process. With limits
+// alone it execs the server's command in place, so the pid, the process
+// group and the keeper (transport/group.go) are the server's exactly as
+// without a launcher. With a sandbox block it builds the server's view of
+// the machine in mount and pid namespaces of its own and stays as the
+// init of that pid namespace, the server its child (view.go,
+// init_linux.go). The Spec never reaches the server: the command runs
+// with the environment the Spec carries, which does not hold it.
 package sandbox
 
 import (
