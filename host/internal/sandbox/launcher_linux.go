@@ -293,6 +293,13 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 			return nil, "", "", err
 		}
 	}
+	if !filepath.IsAbs(path) {
+		// Granted by its directory, which must not be ".".
+		if path, err = filepath.Abs(path); err != nil {
+			return nil, "", "", err
+		}
+		spec.Path = path
+	}
 	r, err := Effective(sb, server, command, path, env, cwd)
 	if err != nil {
 		return nil, "", "", err

@@ -30,7 +30,7 @@ var (
 		"/etc/nsswitch.conf", "/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf",
 		"/etc/services", "/etc/protocols", "/etc/networks",
 		"/etc/passwd", "/etc/group",
-		"/etc/localtime", "/etc/timezone",
+		"/etc/localtime", "/etc/timezone", "/etc/hostname",
 		"/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki", "/etc/crypto-policies",
 		"/etc/alternatives", "/etc/mime.types", "/etc/os-release", "/etc/lsb-release",
 	}

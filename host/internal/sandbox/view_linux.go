@@ -202,6 +202,9 @@ func planView(v *View) ([]viewStep, [][2]string, error) {
 	var links [][2]string
 	seen := map[string]bool{}
 	add := func(p string, kind int) error {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("the server's view takes absolute paths only, not %q", p)
+		}
 		real, ls, err := realPath(p)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && kind == stepHide {
