@@ -212,7 +212,9 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		}
 	}
 	// The launcher (host/internal/sandbox) confines itself and execs the
-	// command in place: same pid, same group, same keeper.
+	// command in place (same pid, same group, same keeper) or, for a
+	// sandbox block, stays as the init of the server's own pid namespace
+	// (docs/design.md §18.1).
 	cmd := exec.Command(path, cfg.Args...)
 	if spec.Needed() {
 		if cmd, err = sandbox.Command(spec); err != nil {
