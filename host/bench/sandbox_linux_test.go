@@ -13,9 +13,11 @@ import (
 // echo server unsandboxed, under Landlock alone, and under Landlock with
 // network = "none" (a network namespace of its own), in alternation.
 // The sandboxed starts go through the launcher: a re-exec of this binary
-// that applies the rules and execs echo in place. Medians are reported,
-// as ratios and added milliseconds against the plain start of the same
-// run. Target: ≤ 1.2× or ≤ +20 ms.
+// in mount and pid namespaces of its own that builds the server's view
+// (binds of the granted paths, a /proc, a pivot), applies the rules and
+// starts echo under itself as the namespace's init (docs/design.md
+// §18.1). Medians are reported, as ratios and added milliseconds against
+// the plain start of the same run. Target (issue #32): ≤ +15 ms.
 func BenchmarkSandboxStart(b *testing.B) {
 	dir := filepath.Dir(bins["echo"])
 	plain := fmt.Sprintf("server \"echo\" {\n  command = %q\n}\n", bins["echo"])
@@ -40,8 +42,8 @@ func BenchmarkSandboxStart(b *testing.B) {
 	b.ReportMetric(float64(n)/float64(p), "landlock-netns-ratio")
 	b.ReportMetric(millis(l-p), "landlock-added-ms")
 	b.ReportMetric(millis(n-p), "landlock-netns-added-ms")
-	met := func(d time.Duration) bool { return float64(d) <= 1.2*float64(p) || d-p <= 20*time.Millisecond }
-	b.Logf("%s: start of echo plain %.1f ms, under Landlock %.1f ms (%.2f×, %+.1f ms), with network none %.1f ms (%.2f×, %+.1f ms); target ≤ 1.2× or ≤ +20 ms; %d starts each",
+	met := func(d time.Duration) bool { return d-p <= 15*time.Millisecond }
+	b.Logf("%s: start of echo plain %.1f ms, under Landlock %.1f ms (%.2f×, %+.1f ms), with network none %.1f ms (%.2f×, %+.1f ms); target ≤ +15 ms; %d starts each",
 		verdict(met(l) && met(n)), millis(p), millis(l), float64(l)/float64(p), millis(l-p),
 		millis(n), float64(n)/float64(p), millis(n-p), len(times[0]))
 }
@@ -52,7 +54,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 // with rlimits), called in alternation through Host.CallTool. The
 // containment is all set up before the server's first instruction; a call
 // only crosses the same pipes, so the two p50s should match within noise.
-// Reported: both p50s and their ratio. Target: ratio ≤ 1.1.
+// Reported: both p50s and their ratio. Target (issue #32): ratio ≤ 1.05.
 func BenchmarkSandboxCall(b *testing.B) {
 	dir := filepath.Dir(bins["echo"])
 	src := fmt.Sprintf("server \"plain\" {\n  command = %q\n}\n"+
@@ -100,6 +102,6 @@ func BenchmarkSandboxCall(b *testing.B) {
 	b.ReportMetric(float64(p)/float64(time.Microsecond), "plain-p50-µs")
 	b.ReportMetric(float64(x)/float64(time.Microsecond), "contained-p50-µs")
 	b.ReportMetric(ratio, "call-ratio")
-	b.Logf("%s: call p50 plain %.0f µs, contained (Landlock, network none, cgroups, rlimits) %.0f µs: %.2f× (target ≤ 1.1×); %d calls each",
-		verdict(ratio <= 1.1), float64(p)/float64(time.Microsecond), float64(x)/float64(time.Microsecond), ratio, len(plain))
+	b.Logf("%s: call p50 plain %.0f µs, contained (Landlock, network none, cgroups, rlimits) %.0f µs: %.2f× (target ≤ 1.05×); %d calls each",
+		verdict(ratio <= 1.05), float64(p)/float64(time.Microsecond), float64(x)/float64(time.Microsecond), ratio, len(plain))
 }

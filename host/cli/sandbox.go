@@ -95,6 +95,10 @@ func sandboxCmd(args []string, stdio IO) int {
 		fmt.Fprintf(w, "  %s%s\n", termSafe(p), note)
 	}
 	fmt.Fprintln(w, "  a private temporary directory, new at each start, as TMPDIR")
+	fmt.Fprintln(w, "view: only the paths above exist for the server (a mount and a pid namespace of its own, its own /proc); hidden even where a path above would show them:")
+	for _, p := range sandbox.HiddenPaths() {
+		fmt.Fprintf(w, "  %s\n", termSafe(p))
+	}
 	if r.Network == config.NetworkNone {
 		fmt.Fprintln(w, "network: none (a network namespace of its own: only its own loopback)")
 	} else {

@@ -65,9 +65,10 @@ server "stranger" {
 	}
 	for _, want := range []string{
 		`server "notes": landlock: read 1, write 1; net none`,
-		"read (read and execute):\n", "  /usr\n", "  /etc\n", "  " + ref + "\n",
+		"read (read and execute):\n", "  /usr\n", "  /etc/passwd\n", "  " + ref + "\n",
 		"write (read, write, create, remove):\n", "  /dev/null\n", "  " + notes + "\n",
 		"a private temporary directory",
+		"view: only the paths above exist for the server", "  /etc/shadow\n",
 		"network: none",
 		"limits: memory 64MiB, processes 32",
 		"system calls (seccomp", "  refused: BPF programs and perf events: bpf, perf_event_open\n",
@@ -79,6 +80,9 @@ server "stranger" {
 		if !strings.Contains(out, want) {
 			t.Errorf("sandbox notes: missing %q in\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "  /etc\n") {
+		t.Errorf("sandbox notes: /etc is granted whole:\n%s", out)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("sandbox started the server")

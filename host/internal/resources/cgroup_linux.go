@@ -34,6 +34,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -351,12 +352,14 @@ func (g *Group) Check(pgid, except int) *MemoryLimitError {
 
 // Usage measures the server's processes. With a cgroup they are its
 // members (cgroup.procs): only the server's own processes are read, and
-// one that left the process group (setsid) still counts. Without one they
-// are the live members of process group pgid but except (GroupUsage).
+// one that left the process group (setsid) still counts; except is left
+// out. Without one they are the live members of process group pgid but
+// except (GroupUsage).
 func (g *Group) Usage(pgid, except int) (Usage, bool) {
 	if len(g.dirs) > 0 {
 		if pids, err := readCgroupPids(g.dirs[0]); err == nil {
-			return PidsUsage(pids), true
+			// except (a contained server's init) is in the cgroup too.
+			return PidsUsage(slices.DeleteFunc(pids, func(p int) bool { return p == except })), true
 		}
 	}
 	return GroupUsage(pgid, except)

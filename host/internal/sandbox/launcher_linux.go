@@ -52,17 +52,23 @@ func launch(spec *Spec) error {
 			return fmt.Errorf("setting resource limit %d to %d: %w", r.Resource, r.Cur, err)
 		}
 	}
+	if spec.View != nil {
+		// Before Landlock, which forbids mounting.
+		if err := enterView(spec.View, spec.Landlock); err != nil {
+			return err
+		}
+	}
 	if spec.OwnNetwork {
 		if err := loopbackUp(); err != nil {
 			return fmt.Errorf("bringing up the loopback interface of the server's network namespace: %w", err)
 		}
-		// Not root: the launcher had CAP_NET_ADMIN (in its own user
-		// namespace) as an ambient capability for that; the server does
-		// not keep it, in any set.
-		if os.Geteuid() != 0 {
-			if err := dropCapabilities(); err != nil {
-				return fmt.Errorf("dropping the launcher's capabilities: %w", err)
-			}
+	}
+	// Not root: the launcher had CAP_NET_ADMIN and CAP_SYS_ADMIN (in its
+	// own user namespace) as ambient capabilities for that; the server
+	// does not keep them, in any set.
+	if (spec.OwnNetwork || spec.View != nil) && os.Geteuid() != 0 {
+		if err := dropCapabilities(); err != nil {
+			return fmt.Errorf("dropping the launcher's capabilities: %w", err)
 		}
 	}
 	if l := spec.Landlock; l != nil {
@@ -72,12 +78,17 @@ func launch(spec *Spec) error {
 	}
 	// The last steps (caps_linux.go, user_linux.go, seccomp_linux.go):
 	// no capability and the server's own user, then the system call
-	// filter, which the launcher's own setup above must not meet.
+	// filter, which the launcher's own setup above must not meet. With a
+	// view, the init (init_linux.go) is under them too, and forks the
+	// server under them.
 	if err := dropPrivileges(spec); err != nil {
 		return err
 	}
 	if err := loadSeccomp(spec.Seccomp); err != nil {
 		return err
+	}
+	if spec.View != nil {
+		return runInit(spec)
 	}
 	err := syscall.Exec(spec.Path, spec.Args, spec.Env)
 	if errors.Is(err, syscall.EACCES) && spec.Landlock != nil {
@@ -256,6 +267,11 @@ func Command(spec *Spec) (*exec.Cmd, error) {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{launcherArg0}
 	cmd.Env = env
+	if spec.View != nil {
+		if err := spec.statusPipe(cmd); err != nil {
+			return nil, err
+		}
+	}
 	return cmd, nil
 }
 
@@ -263,15 +279,13 @@ func Command(spec *Spec) (*exec.Cmd, error) {
 // namespace of its own for spec.OwnNetwork — with a user namespace mapping
 // only mcpvisor's own ids when mcpvisor is not root.
 func ProcAttr(spec *Spec, attr *syscall.SysProcAttr) {
+	viewProcAttr(spec, attr)
 	if !spec.OwnNetwork {
 		return
 	}
 	attr.Cloneflags |= syscall.CLONE_NEWNET
 	if os.Geteuid() != 0 {
-		attr.Cloneflags |= syscall.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
+		userNamespace(attr)
 		// For bringing up the namespace's loopback; dropped before the
 		// server's exec.
 		attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_ADMIN)
@@ -295,6 +309,13 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 			return nil, "", "", err
 		}
 	}
+	if !filepath.IsAbs(path) {
+		// Granted by its directory, which must not be ".".
+		if path, err = filepath.Abs(path); err != nil {
+			return nil, "", "", err
+		}
+		spec.Path = path
+	}
 	r, err := Effective(sb, server, command, path, env, cwd)
 	if err != nil {
 		return nil, "", "", err
@@ -317,7 +338,11 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 			return nil, "", "", fmt.Errorf("creating %s for the sandbox of %q: %w", c, server, err)
 		}
 	}
-	tmp, err = os.MkdirTemp("", "mcpvisor-"+safeName(server)+"-")
+	root, err := makeTmpRoot()
+	if err != nil {
+		return nil, "", "", fmt.Errorf("creating the private temporary directory of %q: %w", server, err)
+	}
+	tmp, err = os.MkdirTemp(root, "mcpvisor-"+safeName(server)+"-")
 	if err != nil {
 		return nil, "", "", fmt.Errorf("creating the private temporary directory of %q: %w", server, err)
 	}
@@ -332,5 +357,15 @@ func Prepare(sb *config.Sandbox, server, command, path string, args, env []strin
 	spec.Env = setEnv(env, "TMPDIR", tmp)
 	spec.Landlock = l
 	spec.OwnNetwork = r.Network == config.NetworkNone
+	// The connect_unix sockets are in the view (read-only binds: a socket
+	// connects on a read-only mount), and nothing else a grant does not
+	// show: that is what limits the connects the filter lets through.
+	read := slices.Clone(l.Read)
+	for _, p := range l.ConnectUnix {
+		if _, err := os.Stat(p); err == nil {
+			read = append(read, p)
+		}
+	}
+	spec.View = &View{Read: read, Write: l.Write, Hide: hiddenPaths(), Tmp: tmp, Dir: cwd}
 	return spec, tmp, warning, nil
 }

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if h, ok := os.LookupEnv(helperEnv); ok {
 		os.Exit(helper(h))
 	}
+	if h, ok := os.LookupEnv(viewHelperEnv); ok {
+		os.Exit(viewHelper(h))
+	}
 	os.Exit(testutil.RunWithLeakCheck(m))
 }
 
@@ -111,6 +114,12 @@ func helperSpec(t *testing.T, sb *config.Sandbox, h string) *Spec {
 	return spec
 }
 
+// landlockOnly is spec without its view: the Landlock layer alone.
+func landlockOnly(spec *Spec) *Spec {
+	spec.View = nil
+	return spec
+}
+
 func needLandlock(t *testing.T, need int) {
 	t.Helper()
 	if abi() < need {
@@ -129,14 +138,26 @@ func TestLandlockReadInsideAllowedOutsideDenied(t *testing.T) {
 	if err != nil || stdout != "read: inside\n" {
 		t.Fatalf("read inside: %v, stdout %q, stderr %q", err, stdout, stderr)
 	}
-	stdout, stderr, err = run(t, helperSpec(t, sb, "read "+filepath.Join(out, "f")))
+	// Landlock alone (without the view, which would not even show the
+	// path): the kernel's refusal.
+	stdout, stderr, err = run(t, landlockOnly(helperSpec(t, sb, "read "+filepath.Join(out, "f"))))
 	if err == nil || !strings.Contains(stdout, "permission denied") {
 		t.Fatalf("read outside: want the kernel's permission denied; got %v, stdout %q, stderr %q", err, stdout, stderr)
 	}
 	// Read is not write.
-	stdout, _, err = run(t, helperSpec(t, sb, "write "+filepath.Join(in, "g")))
+	stdout, _, err = run(t, landlockOnly(helperSpec(t, sb, "write "+filepath.Join(in, "g"))))
 	if err == nil || !strings.Contains(stdout, "permission denied") {
 		t.Fatalf("write in a read path: want permission denied; got %v, stdout %q", err, stdout)
+	}
+	// With the view: the path outside does not exist, the read path is
+	// a read-only mount.
+	stdout, stderr, err = run(t, helperSpec(t, sb, "read "+filepath.Join(out, "f")))
+	if err == nil || !strings.Contains(stdout, "no such file or directory") {
+		t.Fatalf("read outside in the view: want no such file or directory; got %v, stdout %q, stderr %q", err, stdout, stderr)
+	}
+	stdout, _, err = run(t, helperSpec(t, sb, "write "+filepath.Join(in, "g")))
+	if err == nil || !strings.Contains(stdout, "read-only file system") {
+		t.Fatalf("write in a read path in the view: want read-only file system; got %v, stdout %q", err, stdout)
 	}
 	stdout, stderr, err = run(t, helperSpec(t, &config.Sandbox{Write: []string{in}}, "write "+filepath.Join(in, "g")))
 	if err != nil || stdout != "wrote\n" {
@@ -324,8 +345,10 @@ func TestDefaultsNeverOpenHome(t *testing.T) {
 		}
 	}
 	stdout, stderr, err := run(t, spec)
-	if err == nil || !strings.Contains(stdout, "permission denied") {
-		t.Fatalf("read ~/.ssh: want permission denied; got %v, stdout %q, stderr %q", err, stdout, stderr)
+	// Not in the server's view at all (view_linux.go): not even there
+	// to be refused.
+	if err == nil || !strings.Contains(stdout, "no such file or directory") {
+		t.Fatalf("read ~/.ssh: want no such file or directory; got %v, stdout %q, stderr %q", err, stdout, stderr)
 	}
 }
 

@@ -17,8 +17,26 @@ import (
 // needs to start, added to the sandbox block's own read and write lists.
 // A default that does not exist on this machine is left out.
 var (
-	// systemRead are the system's programs, libraries and configuration.
-	systemRead = []string{"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc"}
+	// systemRead are the system's programs and libraries.
+	systemRead = []string{"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin"}
+	// etcRead is what of /etc the C library, Node, Python and Go read:
+	// the dynamic loader's cache and configuration, name resolution,
+	// users and groups (not their passwords: /etc/shadow is never
+	// granted, and hidden even from a block that grants /etc), the time
+	// zone, CA certificates and TLS configuration, the alternatives'
+	// links, MIME types, the OS release. Not /etc as a whole.
+	etcRead = []string{
+		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload",
+		"/etc/nsswitch.conf", "/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/gai.conf",
+		"/etc/services", "/etc/protocols", "/etc/networks",
+		"/etc/passwd", "/etc/group",
+		"/etc/localtime", "/etc/timezone", "/etc/hostname",
+		"/etc/ssl", "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/pki", "/etc/crypto-policies",
+		"/etc/alternatives", "/etc/mime.types", "/etc/os-release", "/etc/lsb-release",
+	}
+	// etcGlobs are per-version directories of /etc (Debian's Python
+	// reads /etc/python3.N/sitecustomize.py at start).
+	etcGlobs = []string{"/etc/python3*"}
 	// kernelRead is what runtimes read of the kernel's views: /proc (Node
 	// and Python read /proc/self), the CPU count and cgroup limits that
 	// Node, Go and uv size themselves by.
@@ -58,7 +76,8 @@ type Rules struct {
 
 // Effective computes the rules of a server with sandbox block sb whose
 // command resolved to path, run with environment env (the child's) in
-// directory cwd. A path of the block that does not exist is an error
+// directory cwd, which is not granted (docs/sandbox.md "The runtime
+// defaults"). A path of the block that does not exist is an error
 // naming it; a default that does not exist is left out. The private
 // temporary directory is not among them: it is made at each start
 // (Prepare).
@@ -82,7 +101,12 @@ func Effective(sb *config.Sandbox, server, command, path string, env []string, c
 		}
 	}
 	home := envValue(env, "HOME")
-	read := append(existing(systemRead), existing(kernelRead)...)
+	read := append(existing(systemRead), existing(etcRead)...)
+	for _, g := range etcGlobs {
+		m, _ := filepath.Glob(g)
+		read = append(read, m...)
+	}
+	read = append(read, existing(kernelRead)...)
 	read = append(read, existing(devRead)...)
 	write := existing(devWrite)
 
@@ -124,9 +148,9 @@ func Effective(sb *config.Sandbox, server, command, path string, env []string, c
 		}
 	}
 	write = append(write, r.Caches...)
-	if cwd != "" && !tooBroad(cwd, home) {
-		read = append(read, cwd)
-	}
+	// The working directory is not granted: it is the configuration
+	// file's directory by default, which may hold config.hcl and its
+	// secrets. A server that reads it lists it in read or write.
 	r.Write = dedupe(append(write, sb.Write...))
 	// What may be written may be read: a read path under a write path
 	// adds nothing.

@@ -7,11 +7,14 @@
 // re-executed (/proc/self/exe) with a Spec in its environment. An init
 // function of this package, which runs before main in every binary that
 // imports package host (and in every test binary that imports this
-// package), sees the Spec, applies it to its own process and execs the
-// server's command in place, so the pid, the process group and the keeper
-// (transport/group.go) are the server's exactly as without a sandbox. The
-// Spec never reaches the server: the command runs with the environment
-// the Spec carries, which does not hold it.
+// package), sees the Spec and applies it to its own process. With limits
+// alone it execs the server's command in place, so the pid, the process
+// group and the keeper (transport/group.go) are the server's exactly as
+// without a launcher. With a sandbox block it builds the server's view of
+// the machine in mount and pid namespaces of its own and stays as the
+// init of that pid namespace, the server its child (view.go,
+// init_linux.go). The Spec never reaches the server: the command runs
+// with the environment the Spec carries, which does not hold it.
 package sandbox
 
 import (
@@ -68,6 +71,14 @@ type Spec struct {
 	// Seccomp, when set, is the system call filter, loaded last before
 	// the exec (seccomp.go).
 	Seccomp *Seccomp `json:"seccomp,omitempty"`
+	// View, when set, runs the server in a view of the machine of its
+	// own, under an init (view.go).
+	View *View `json:"view,omitempty"`
+
+	// status is the pipe on which a contained start's init reports the
+	// server's exit status (init_linux.go): mcpvisor's read end, the
+	// init's write end until Started.
+	status [2]*os.File
 }
 
 // Landlock is the filesystem and network part of a Spec: every path
@@ -101,7 +112,7 @@ type Rlimit struct {
 // Needed reports whether a Spec does anything the launcher must apply:
 // without it, a server is started directly.
 func (s *Spec) Needed() bool {
-	return s.Landlock != nil || s.OwnNetwork || len(s.Rlimits) > 0 || len(s.Cgroups) > 0 || s.NoCapabilities || s.Credential != nil || s.Seccomp != nil
+	return s.Landlock != nil || s.OwnNetwork || len(s.Rlimits) > 0 || len(s.Cgroups) > 0 || s.NoCapabilities || s.Credential != nil || s.Seccomp != nil || s.View != nil
 }
 
 // maxSpec bounds the encoded Spec: one environment string may hold at most

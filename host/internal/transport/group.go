@@ -52,6 +52,9 @@ import (
 type ProcessGroup struct {
 	keeper *groupKeeper // nil: no keeper; the child leads its own group
 	pgid   int          // 0 until known: the keeper's pid, else the child's
+	// initPid is a contained server's init (docs/design.md §18.1): the
+	// child, leading the group, and not the server's to be measured.
+	initPid int
 
 	releaseOnce sync.Once
 }
@@ -86,9 +89,22 @@ func (g *ProcessGroup) Started(pid int) {
 // Pgid is the group's id (0 before Started when there is no keeper).
 func (g *ProcessGroup) Pgid() int { return g.pgid }
 
-// Keeper is the keeper's pid, 0 without one: a member of the group that
-// is not the server's, left out when the group is measured.
-func (g *ProcessGroup) Keeper() int { return g.keeper.pid() }
+// Keeper is the keeper's pid (or a contained server's init's), 0 without
+// one: a member of the group that is not the server's, left out when the
+// group is measured.
+func (g *ProcessGroup) Keeper() int {
+	if g.keeper == nil && g.initPid != 0 {
+		return g.initPid
+	}
+	return g.keeper.pid()
+}
+
+// startedInit records the child of a group without a keeper that is a
+// contained server's init: it leads the group and is not measured.
+func (g *ProcessGroup) startedInit(pid int) {
+	g.Started(pid)
+	g.initPid = pid
+}
 
 // Signal sends sig to every process in the group. The keeper ignores every
 // signal but SIGKILL, so SIGTERM reaches only the server and its children.

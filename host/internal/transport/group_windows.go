@@ -122,6 +122,9 @@ func (g *ProcessGroup) Pgid() int {
 // Keeper is 0: Windows groups have no keeper process.
 func (g *ProcessGroup) Keeper() int { return 0 }
 
+// startedInit is Started: there is no contained start here.
+func (g *ProcessGroup) startedInit(pid int) { g.Started(pid) }
+
 // Signal delivers sig to the group. Only SIGKILL means anything on
 // Windows: it terminates every process in the job (or the child alone
 // when there is no job). Other signals do nothing; closing the server's

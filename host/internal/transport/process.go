@@ -229,13 +229,16 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	// removeTmp undoes what the start made (the private temp directory,
 	// the cgroups) on every failed start below.
 	removeTmp := func() {
+		spec.CloseStatus()
 		limits.Close()
 		if tmp != "" {
 			os.RemoveAll(tmp)
 		}
 	}
 	// The launcher (host/internal/sandbox) confines itself and execs the
-	// command in place: same pid, same group, same keeper.
+	// command in place (same pid, same group, same keeper) or, for a
+	// sandbox block, stays as the init of the server's own pid namespace
+	// (docs/design.md §18.1).
 	cmd := exec.Command(path, cfg.Args...)
 	if spec.Needed() {
 		if cmd, err = sandbox.Command(spec); err != nil {
@@ -262,7 +265,15 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		return nil, err
 	}
 
-	group := NewProcessGroup(logger)
+	var group *ProcessGroup
+	if spec.Contained() {
+		// The server's init leads the group and takes the whole pid
+		// namespace with it when it dies: no keeper (a process in a new
+		// pid namespace cannot join a group outside it).
+		group = &ProcessGroup{}
+	} else {
+		group = NewProcessGroup(logger)
+	}
 	if !spec.Needed() {
 		cmd.Env = cfg.Env
 	}
@@ -284,7 +295,12 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		}
 		return nil, fmt.Errorf("starting %q: %w", cfg.Command, err)
 	}
-	group.Started(cmd.Process.Pid)
+	if spec.Contained() {
+		group.startedInit(cmd.Process.Pid)
+	} else {
+		group.Started(cmd.Process.Pid)
+	}
+	spec.Started()
 	// The child has its copies; ours of its ends must go, or we would never
 	// see EOF on stdout.
 	closeAll(inR, outW, errW)
@@ -327,7 +343,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	stderrDone := make(chan struct{})
 	go p.readStderr(errR, stderrDone)
 	go func() {
-		err := cmd.Wait()
+		err := spec.ExitErr(cmd.Wait())
 		// Give the stderr reader a moment to take the last lines (the crash
 		// message is usually there) without waiting on grandchildren that
 		// may hold the pipe open.
