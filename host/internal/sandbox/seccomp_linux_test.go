@@ -454,6 +454,9 @@ func TestUserSwitch(t *testing.T) {
 	}
 	spec.Path = bin
 	spec.Landlock.Read = append(spec.Landlock.Read, dir)
+	if spec.View != nil {
+		spec.View.Read = append(spec.View.Read, dir) // and in the view
+	}
 	out, stderr, err := run(t, spec)
 	if err != nil || out != "uid=65534 gid=65534 groups=[]\n" {
 		t.Fatalf("ids as the block's user: %v, %q, %q", err, out, stderr)
