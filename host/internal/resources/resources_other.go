@@ -8,15 +8,18 @@ import "github.com/hashicorp/go-hclog"
 // nothing (validation refuses a limits block there).
 type Group struct{ limits Limits }
 
-// New returns a Group that enforces nothing.
-func New(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
-	return &Group{limits: l}
+// New returns a Group that enforces nothing (Apply then refuses).
+func New(server string, l Limits, sentinel error, logger hclog.Logger) (*Group, error) {
+	return &Group{limits: l}, nil
 }
 
 // NewWithoutCgroups is New: off Linux there are no cgroups anyway.
-func NewWithoutCgroups(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
+func NewWithoutCgroups(server string, l Limits, sentinel error, logger hclog.Logger) (*Group, error) {
 	return New(server, l, sentinel, logger)
 }
+
+// RemoveLeftovers does nothing off Linux: no cgroups.
+func RemoveLeftovers(logger hclog.Logger) {}
 
 // Mode is "none": no limits off Linux.
 func (g *Group) Mode() string { return "none" }
