@@ -128,28 +128,29 @@ var removeLeftovers sync.Once
 // out of its process group. Each is logged. It runs once per process: the
 // host calls it at start, and New before the first cgroup.
 func RemoveLeftovers(logger hclog.Logger) {
-	removeLeftovers.Do(func() {
-		if logger == nil {
-			logger = hclog.NewNullLogger()
+	removeLeftovers.Do(func() { removeLeftoversIn(hierarchies(), logger) })
+}
+
+func removeLeftoversIn(hs map[string]hierarchy, logger hclog.Logger) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	seen := map[string]bool{}
+	for c, h := range hs {
+		if seen[h.parent] {
+			continue
 		}
-		hs := hierarchies()
-		seen := map[string]bool{}
-		for c, h := range hs {
-			if seen[h.parent] {
+		seen[h.parent] = true
+		for _, dir := range staleCgroups(h.parent) {
+			n := killCgroup(dir, c == "freezer", h.v2)
+			err := os.Remove(dir)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				logger.Warn("cannot remove a server cgroup a previous mcpvisor left; remove it by hand once it is empty", "cgroup", dir, "error", err)
 				continue
 			}
-			seen[h.parent] = true
-			for _, dir := range staleCgroups(h.parent) {
-				n := killCgroup(dir, c == "freezer", h.v2)
-				err := os.Remove(dir)
-				if err != nil && !errors.Is(err, fs.ErrNotExist) {
-					logger.Warn("cannot remove a server cgroup a previous mcpvisor left; remove it by hand once it is empty", "cgroup", dir, "error", err)
-					continue
-				}
-				logger.Info("removed a server cgroup a previous mcpvisor left", "cgroup", dir, "killed", n)
-			}
+			logger.Info("removed a server cgroup a previous mcpvisor left", "cgroup", dir, "killed", n)
 		}
-	})
+	}
 }
 
 // staleCgroups lists the cgroups under parent whose mcpvisor (the pid in
