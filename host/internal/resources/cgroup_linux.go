@@ -116,6 +116,7 @@ var ErrNotEnforceable = errors.New("limit not enforceable here")
 // what Close kills every process of, so nothing the server starts
 // outlives it.
 func New(server string, l Limits, sentinel error, logger hclog.Logger) (*Group, error) {
+	RemoveLeftovers(logger)
 	return newGroup(server, l, sentinel, logger, hierarchies())
 }
 
@@ -128,9 +129,6 @@ func NewWithoutCgroups(server string, l Limits, sentinel error, logger hclog.Log
 func newGroup(server string, l Limits, sentinel error, logger hclog.Logger, hs map[string]hierarchy) (*Group, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
-	}
-	if hs != nil {
-		RemoveLeftovers(logger)
 	}
 	g := &Group{limits: l, sentinel: sentinel, logger: logger}
 	name := cgroupName(server)
@@ -178,32 +176,104 @@ func newGroup(server string, l Limits, sentinel error, logger hclog.Logger, hs m
 			g.killDir = g.memDir
 		}
 	}
-	var missing []string
-	if l.Memory > 0 && g.memDir == "" {
-		missing = append(missing, "memory")
-	}
-	if l.Processes > 0 && g.pidsDir == "" {
-		missing = append(missing, "pids")
-	}
-	for _, c := range missing {
-		reason := "there is no " + c + " cgroup hierarchy mcpvisor may write to (cgroup v1's " + c + " hierarchy, or cgroup v2 with " + c + " in cgroup.controllers)"
-		if err := why[c]; err != nil {
-			reason = "making its " + c + " cgroup failed: " + err.Error()
-		}
-		limit := "memory"
-		if c == "pids" {
-			limit = "processes"
-		}
+	if errs := g.unenforceable(why); len(errs) > 0 {
 		if !l.BestEffort {
 			g.Close()
-			return nil, fmt.Errorf("%w: limits.%s needs a %s cgroup of the server's own, and %s: run mcpvisor as root or in a delegated cgroup, or set best_effort = true in the limits block to start it with %s (docs/sandbox.md, \"Limits\")",
-				ErrNotEnforceable, limit, c, reason, fallbackWords[limit])
+			return nil, errs[0]
 		}
-		logger.Warn("limit not fully enforced (best_effort): "+limit+" without a "+c+" cgroup: "+fallbackWords[limit], "reason", reason)
+		for _, err := range errs {
+			logger.Warn("limit not fully enforced (best_effort): " + err.Error())
+		}
 	}
 	g.setRlimits()
 	return g, nil
 }
+
+// unenforceable says which of the limits have no cgroup of their own,
+// and why (why holds the errors of the cgroups that could not be made).
+func (g *Group) unenforceable(why map[string]error) []error {
+	l := g.limits
+	var errs []error
+	for _, c := range []string{"memory", "pids"} {
+		limit, set, have := "memory", l.Memory > 0, g.memDir != ""
+		if c == "pids" {
+			limit, set, have = "processes", l.Processes > 0, g.pidsDir != ""
+		}
+		if !set || have {
+			continue
+		}
+		reason := "there is no " + c + " cgroup hierarchy mcpvisor may write to (cgroup v1's " + c + " hierarchy, or cgroup v2 with " + c + " in cgroup.controllers)"
+		if err := why[c]; err != nil {
+			reason = "making its " + c + " cgroup failed: " + err.Error()
+		}
+		errs = append(errs, &unenforceableError{fmt.Sprintf("limits.%s needs a %s cgroup of the server's own, and %s: run mcpvisor as root or in a delegated cgroup, or set best_effort = true in the limits block to start it with %s (docs/sandbox.md, \"Limits\")",
+			limit, c, reason, fallbackWords[limit])})
+	}
+	return errs
+}
+
+// Plan is how this machine enforces a limits block, for `mcpvisor
+// sandbox` and `mcpvisor validate`: New's own decision, made by making
+// the cgroups a start would make and removing them at once.
+type Plan struct {
+	// Memory, Processes, OpenFiles and Kill say how each is enforced
+	// ("" where the block sets no such limit); Kill is how a stop kills
+	// every process of the server.
+	Memory, Processes, OpenFiles, Kill string
+	// Unenforceable are the limits this machine cannot enforce as they
+	// must be: a start refuses them (ErrNotEnforceable) without
+	// best_effort, and warns of them with it.
+	Unenforceable []error
+}
+
+// PlanLimits makes the Plan of l for server.
+func PlanLimits(server string, l Limits) Plan {
+	probe := l
+	probe.BestEffort = true
+	g, _ := newGroup(server, probe, nil, nil, hierarchies())
+	defer g.Close()
+	var p Plan
+	version := "cgroup v1"
+	if g.v2 {
+		version = "cgroup v2"
+	}
+	switch {
+	case l.Memory == 0:
+	case g.memDir != "":
+		p.Memory = fmt.Sprintf("%s, a cgroup of its own under %s", version, filepath.Dir(g.memDir))
+	default:
+		p.Memory = "no memory cgroup: " + fallbackWords["memory"]
+	}
+	switch {
+	case l.Processes == 0:
+	case g.pidsDir != "":
+		p.Processes = fmt.Sprintf("%s pids.max, a cgroup of its own under %s", version, filepath.Dir(g.pidsDir))
+	default:
+		p.Processes = "no pids cgroup: " + fallbackWords["processes"]
+	}
+	if l.OpenFiles > 0 {
+		p.OpenFiles = fmt.Sprintf("RLIMIT_NOFILE %d, per process", l.OpenFiles)
+	}
+	switch {
+	case g.killDir != "" && g.v2:
+		p.Kill = "cgroup v2: cgroup.kill of the server's cgroup"
+	case g.freezerDir != "":
+		p.Kill = "cgroup v1 freezer: every process of the server frozen, then SIGKILLed"
+	case g.killDir != "":
+		p.Kill = "cgroup v1: every member of the server's cgroup SIGKILLed until none is left"
+	default:
+		p.Kill = "process group only: a process that leaves it (setsid) outlives the server"
+	}
+	p.Unenforceable = g.unenforceable(nil)
+	return p
+}
+
+// unenforceableError is a limit this machine cannot enforce; it matches
+// ErrNotEnforceable.
+type unenforceableError struct{ msg string }
+
+func (e *unenforceableError) Error() string        { return e.msg }
+func (e *unenforceableError) Is(target error) bool { return target == ErrNotEnforceable }
 
 // fallbackWords say what best_effort gives a limit without its cgroup.
 var fallbackWords = map[string]string{

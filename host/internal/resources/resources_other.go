@@ -58,3 +58,19 @@ func (g *Group) Usage(pgid, except int) (Usage, bool) { return Usage{}, false }
 
 // GroupUsage is not available off Linux.
 func GroupUsage(pgid, except int) (u Usage, ok bool) { return Usage{}, false }
+
+// Plan is how this machine enforces a limits block: off Linux, not at
+// all (validation refuses the block).
+type Plan struct {
+	Memory, Processes, OpenFiles, Kill string
+	Unenforceable                      []error
+}
+
+// PlanLimits says that nothing is enforced off Linux.
+func PlanLimits(server string, l Limits) Plan {
+	p := Plan{Kill: "process group only"}
+	if !l.IsZero() {
+		p.Unenforceable = []error{ErrUnsupported}
+	}
+	return p
+}
