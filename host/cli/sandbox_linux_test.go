@@ -62,6 +62,12 @@ server "plain" {
 		"a private temporary directory",
 		"network: none",
 		"limits: memory 64MiB, processes 32",
+		// Every layer, and what this kernel does of it.
+		"layers on this machine, as this user:\n",
+		"  landlock fs:",
+		"  network namespace:  yes",
+		"  seccomp:", "  pid namespace:",
+		"  cgroup memory:", "  cgroup pids:", "  kill on stop:",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sandbox notes: missing %q in\n%s", want, out)

@@ -3,6 +3,7 @@ package hardening_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -195,4 +196,46 @@ func TestProcessesLimitLeavesTheSiblingAlone(t *testing.T) {
 		mv, _ := startMcpvisorAsUser(t, "", hostileLimited("a", l, "")+hostileLimited("b", l, ""))
 		run(t, mv, "escaped: started 40")
 	})
+}
+
+// validate says, as the user it runs as, which limit a start would
+// refuse: as nobody (no cgroups) memory and processes without best_effort
+// are errors (exit 2), with best_effort warnings; as root they are
+// enforced and nothing is said.
+func TestValidateSaysWhatThisKernelCannotEnforce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running as another user needs root")
+	}
+	if err := os.Chmod(filepath.Dir(bins["mcpvisor"]), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	validate := func(limits string, cred *syscall.Credential) (int, string) {
+		path := filepath.Join(dir, "config.hcl")
+		if err := os.WriteFile(path, []byte(hostileLimited("hostile", limits, "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bins["mcpvisor"], "validate", "-config", path)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	nobody := &syscall.Credential{Uid: nobodyUID, Gid: nobodyGID}
+	code, out := validate("    memory = \"64MiB\"\n    processes = 16\n", nobody)
+	if code != 2 || !strings.Contains(out, `Error: server "hostile": limits.memory needs a memory cgroup`) || !strings.Contains(out, "limits.processes needs a pids cgroup") {
+		t.Errorf("validate as nobody: exit %d, want 2 naming both limits:\n%s", code, out)
+	}
+	code, out = validate("    memory = \"64MiB\"\n    processes = 16\n    best_effort = true\n", nobody)
+	if code != 0 || !strings.Contains(out, `Warning: server "hostile": limits.memory needs a memory cgroup`) {
+		t.Errorf("validate as nobody with best_effort: exit %d, want 0 with warnings:\n%s", code, out)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err == nil {
+		code, out = validate("    memory = \"64MiB\"\n    processes = 16\n", nil)
+		if code != 0 || strings.Contains(out, "cgroup") {
+			t.Errorf("validate as root: exit %d, want 0 and nothing about cgroups:\n%s", code, out)
+		}
+	}
 }
