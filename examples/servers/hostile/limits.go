@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Probes of the limits (docs/sandbox.md, "Limits"): memory no RSS shows,
