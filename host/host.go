@@ -42,6 +42,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/plugin"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/resources"
 	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
@@ -367,6 +368,9 @@ func (h *Host) Start(ctx context.Context) error {
 		return nil
 	}
 	h.started = true
+	// What a SIGKILLed mcpvisor left in its servers' cgroups (a daemon a
+	// server double-forked) is killed before anything starts.
+	resources.RemoveLeftovers(h.logger.Named("resources"))
 	set := h.servers.Load()
 	for _, name := range set.order {
 		set.sups[name].Start()

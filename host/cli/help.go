@@ -141,7 +141,8 @@ var commands = map[string]command{
 		about: "Lists what the server may read and write — its sandbox block and the runtime defaults\n" +
 			"(system directories, its command's installation, the npx/uvx caches) — its network, the\n" +
 			"TCP ports it may connect to, and its limits, as a start on this machine would apply them.\n" +
-			"Says what the kernel's Landlock can enforce. Linux only. docs/sandbox.md.",
+			"Then every containment layer (Landlock, namespaces, cgroups, rlimits) and whether this kernel,\n" +
+			"as this user, enforces it. Linux only. docs/sandbox.md.",
 		examples: []string{"mcpvisor sandbox notes", "mcpvisor sandbox -config ~/mcp/config.hcl github"},
 	},
 	"plugins": {

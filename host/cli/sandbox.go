@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/resources"
 	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 )
@@ -48,6 +49,7 @@ func sandboxCmd(args []string, stdio IO) int {
 	if srv.Sandbox == nil {
 		fmt.Fprintf(w, "server %q: no sandbox block; it runs with the rights of mcpvisor's user.\n", srv.Name)
 		printLimits(w, srv.Limits)
+		printLayers(w, srv)
 		return ExitOK
 	}
 	if runtime.GOOS != "linux" {
@@ -136,7 +138,89 @@ func sandboxCmd(args []string, stdio IO) int {
 		fmt.Fprintf(w, "user: %s (uid %d, gid %d, no supplementary groups)\n", termSafe(srv.Sandbox.User), c.UID, c.GID)
 	}
 	printLimits(w, srv.Limits)
+	printLayers(w, srv)
 	return ExitOK
+}
+
+// printLayers prints each containment layer of docs/sandbox.md's table
+// and whether this kernel, as this user, enforces it for srv: what a
+// start here would do (the same decisions: sandbox.ABI against
+// sandbox.NeededABI, resources.PlanLimits).
+func printLayers(w io.Writer, srv *config.Server) {
+	fmt.Fprintln(w, "layers on this machine, as this user:")
+	line := func(layer, how string) { fmt.Fprintf(w, "  %-19s %s\n", layer+":", how) }
+	sb := srv.Sandbox
+	if sb == nil || runtime.GOOS != "linux" {
+		line("landlock fs", "not applied (no sandbox block)")
+		line("landlock net", "not applied (no sandbox block)")
+		line("network namespace", "no: the host's network")
+	} else {
+		have := sandbox.ABI()
+		for _, l := range []struct {
+			name    string
+			need    int
+			applies bool
+		}{{"landlock fs", sandbox.NeededABI(false), true}, {"landlock net", sandbox.NeededABI(true), len(sb.Connect) > 0}} {
+			switch {
+			case !l.applies:
+				line(l.name, "not applied (no connect list)")
+			case have >= l.need:
+				line(l.name, fmt.Sprintf("enforced (Landlock ABI %d found, %d needed)", have, l.need))
+			case sb.BestEffort:
+				line(l.name, fmt.Sprintf("NOT enforced: Landlock ABI %d found, %d needed; best_effort starts it with what the kernel can enforce", have, l.need))
+			default:
+				line(l.name, fmt.Sprintf("NOT enforceable: Landlock ABI %d found, %d needed; the start is refused (set best_effort = true, or upgrade the kernel)", have, l.need))
+			}
+		}
+		if sb.Network == config.NetworkNone {
+			line("network namespace", "yes: a network namespace of its own, only its own loopback")
+		} else {
+			line("network namespace", "no: the host's network")
+		}
+	}
+	switch {
+	case sb == nil || runtime.GOOS != "linux":
+		line("seccomp", "not applied (no sandbox block)")
+		line("capabilities", "not applied (no sandbox block)")
+		line("mount namespace", "not applied (no sandbox block)")
+		line("pid namespace", "not applied (no sandbox block)")
+	default:
+		switch arch := runtime.GOARCH; {
+		case arch == "amd64" || arch == "arm64":
+			line("seccomp", "enforced (the refused calls are listed above)")
+		case sb.BestEffort:
+			line("seccomp", "NOT enforced: no filter for "+arch+"; best_effort starts the server without one")
+		default:
+			line("seccomp", "NOT enforceable: no filter for "+arch+"; the start is refused (set best_effort = true)")
+		}
+		line("capabilities", "none, in every set")
+		line("mount namespace", "yes: only the granted paths exist (the view above)")
+		line("pid namespace", "yes: its own /proc; every process in it dies with the server")
+	}
+
+	l := srv.Limits
+	plan := resources.PlanLimits(srv.Name, l)
+	or := func(s, none string) string {
+		if s == "" {
+			return none
+		}
+		return s
+	}
+	line("cgroup memory", or(plan.Memory, "no memory limit"))
+	line("cgroup pids", or(plan.Processes, "no processes limit"))
+	line("rlimits", or(plan.OpenFiles, "none"))
+	if l.IsZero() {
+		line("kill on stop", "process group only (no limits block: no cgroup; a process that leaves the group, setsid, outlives the server)")
+	} else {
+		line("kill on stop", plan.Kill)
+	}
+	for _, err := range plan.Unenforceable {
+		if l.BestEffort {
+			fmt.Fprintf(w, "best_effort: %s\n", err)
+		} else {
+			fmt.Fprintf(w, "it would refuse to start: %s\n", err)
+		}
+	}
 }
 
 // printLimits prints a limits block, if the server has one.

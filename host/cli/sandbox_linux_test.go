@@ -76,6 +76,12 @@ server "stranger" {
 		"  refused: Unix sockets (socket(AF_UNIX)); socketpair allowed",
 		"capabilities: none, in every set",
 		"user: mcpvisor's own",
+		// Every layer, and what this kernel does of it.
+		"layers on this machine, as this user:\n",
+		"  landlock fs:",
+		"  network namespace:  yes",
+		"  seccomp:", "  pid namespace:",
+		"  cgroup memory:", "  cgroup pids:", "  kill on stop:",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sandbox notes: missing %q in\n%s", want, out)

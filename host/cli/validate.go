@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/resources"
 	"github.com/mcpvisor/mcpvisor/host/internal/sandbox"
 )
 
@@ -69,6 +71,51 @@ func validateCmd(args []string, stdio IO) int {
 			}
 		}
 	}
+	// A rule this kernel (as this user) cannot enforce: an error where a
+	// start here would refuse it, a warning where best_effort starts it
+	// with less — the start's own decision (docs/sandbox.md).
+	var refused bool
+	for _, s := range cfg.Servers {
+		if s.Transport != config.TransportStdio || s.Command == "" {
+			continue
+		}
+		for _, u := range unenforceable(s) {
+			if u.bestEffort {
+				fmt.Fprintf(stdio.Stderr, "Warning: server %q: %s; best_effort starts it with what this kernel can enforce\n", s.Name, u.err)
+			} else {
+				refused = true
+				fmt.Fprintf(stdio.Stderr, "Error: server %q: %s; a start here is refused\n", s.Name, u.err)
+			}
+		}
+	}
+	if refused {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: %s: this machine cannot enforce some containment rules (above), as this user\n", *path)
+		return ExitUsage
+	}
 	fmt.Fprintf(stdio.Stdout, "%s: valid (%d server(s))\n", *path, len(cfg.Servers))
 	return ExitOK
+}
+
+// unenforceableRule is a containment rule this kernel cannot enforce.
+type unenforceableRule struct {
+	err        error
+	bestEffort bool // the block says best_effort: started with less
+}
+
+// unenforceable lists the rules of s this kernel, as this user, cannot
+// enforce: the Landlock ABI its sandbox needs, a limit without its cgroup.
+func unenforceable(s *config.Server) []unenforceableRule {
+	var out []unenforceableRule
+	if sb := s.Sandbox; sb != nil && runtime.GOOS == "linux" {
+		have, need := sandbox.ABI(), sandbox.NeededABI(len(sb.Connect) > 0)
+		if have < need {
+			out = append(out, unenforceableRule{fmt.Errorf("this kernel has Landlock ABI %d and the sandbox needs ABI %d", have, need), sb.BestEffort})
+		}
+	}
+	if !s.Limits.IsZero() && runtime.GOOS == "linux" {
+		for _, err := range resources.PlanLimits(s.Name, s.Limits).Unenforceable {
+			out = append(out, unenforceableRule{err, s.Limits.BestEffort})
+		}
+	}
+	return out
 }

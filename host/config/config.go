@@ -603,10 +603,16 @@ type Limits struct {
 	Processes int
 	// OpenFiles bounds the open file descriptors of each of its processes.
 	OpenFiles int
+	// BestEffort starts the server when this machine cannot enforce a
+	// limit the way it must be (memory and processes need a cgroup of the
+	// server's own), with a warning: memory is then sampled from /proc
+	// and processes is not enforced. Without it such a server is refused
+	// at start (docs/sandbox.md, "Limits").
+	BestEffort bool
 }
 
-// IsZero reports whether l sets no limit.
-func (l Limits) IsZero() bool { return l == Limits{} }
+// IsZero reports whether l sets no limit (best_effort alone sets none).
+func (l Limits) IsZero() bool { return l.Memory == 0 && l.Processes == 0 && l.OpenFiles == 0 }
 
 // Catalog is the `catalog { … }` block: bounds on what one server lists.
 // A zero field (only in a Config built in Go: a file must write 1 or more)

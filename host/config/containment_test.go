@@ -33,6 +33,7 @@ func TestContainmentBlocks(t *testing.T) {
     memory     = "512MiB"
     processes  = 64
     open_files = 1024
+    best_effort = true
   }
   idle_timeout = "10m"
   max_lifetime = "24h"
@@ -59,7 +60,7 @@ server "plain" {
 	if !reflect.DeepEqual(s.Sandbox, want) {
 		t.Errorf("Sandbox = %+v, want %+v", s.Sandbox, want)
 	}
-	if s.Limits != (config.Limits{Memory: 512 << 20, Processes: 64, OpenFiles: 1024}) {
+	if s.Limits != (config.Limits{Memory: 512 << 20, Processes: 64, OpenFiles: 1024, BestEffort: true}) {
 		t.Errorf("Limits = %+v", s.Limits)
 	}
 	if s.IdleTimeout != 10*time.Minute || s.MaxLifetime != 24*time.Hour {

@@ -619,6 +619,9 @@ func (d *decoder) containment(rs *serverSchema, s *Server, r map[string]hcl.Rang
 			s.Limits.OpenFiles = v
 			at("limits.open_files", rl.OpenFiles)
 		}
+		if v, ok := d.boolean(rl.BestEffort, "best_effort"); ok {
+			s.Limits.BestEffort = v
+		}
 	}
 	if v, ok := d.duration(rs.IdleTimeout, "idle_timeout", where); ok {
 		s.IdleTimeout = v

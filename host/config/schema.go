@@ -173,9 +173,10 @@ type sandboxSchema struct {
 
 // limitsSchema is the `limits { … }` block inside a server block.
 type limitsSchema struct {
-	Memory    hcl.Expression `hcl:"memory,optional"`
-	Processes hcl.Expression `hcl:"processes,optional"`
-	OpenFiles hcl.Expression `hcl:"open_files,optional"`
+	Memory     hcl.Expression `hcl:"memory,optional"`
+	Processes  hcl.Expression `hcl:"processes,optional"`
+	OpenFiles  hcl.Expression `hcl:"open_files,optional"`
+	BestEffort hcl.Expression `hcl:"best_effort,optional"`
 
 	DefRange hcl.Range `hcl:",def_range"`
 }

@@ -18,13 +18,20 @@ its servers:
     mcpvisor first moves itself into <own>/mcpvisor-host. When it holds
     other processes too, or is not writable, there is no cgroup.
 
-<name> is "<server>-<mcpvisor's pid>-<n>". A cgroup left behind by an
-mcpvisor that was SIGKILLed (its servers are gone with it: the group
-keeper) is empty; the next mcpvisor removes such cgroups of dead pids.
+On cgroup v1 a server also gets a cgroup in the freezer hierarchy, when
+one is mounted: Close freezes it, SIGKILLs every member and thaws it, so
+no process forks its way out of the kill. On v2, cgroup.kill does that.
 
-Without a cgroup for a controller the limit falls back: memory to sampling
-the process group's RSS, processes to RLIMIT_NPROC (which counts every
-process of the server's user, and which root is exempt from).
+<name> is "<server>-<mcpvisor's pid>-<n>". When mcpvisor is SIGKILLed the
+group keeper kills its servers' process groups, but a process that left
+the group (setsid, a double-forked daemon) is still in the server's
+cgroup: the next mcpvisor (RemoveLeftovers) kills the members of every
+cgroup whose mcpvisor pid is dead, removes it and logs it.
+
+Without a cgroup for a controller the limit is refused (ErrNotEnforceable)
+unless the block says best_effort: RLIMIT_NPROC would count every process
+of the user, other servers' too, and /proc cannot see all the memory a
+server holds (SampledMemory says what it counts).
 */
 
 import (
@@ -80,95 +87,210 @@ type Group struct {
 	sentinel error
 	logger   hclog.Logger
 
-	memDir  string // the cgroup with the memory limit; "" for sampling
-	pidsDir string // the cgroup with the pids limit; "" for RLIMIT_NPROC
-	v2      bool   // the group's one cgroup (memDir, pidsDir) is cgroup v2
-	dirs    []string
-	rlimits []Rlimit
+	memDir     string // the cgroup with the memory limit; "" for sampling
+	pidsDir    string // the cgroup with the pids limit; "" for none
+	freezerDir string // cgroup v1's freezer cgroup; "" without one
+	killDir    string // the cgroup that holds every process of the server
+	v2         bool   // the group's one cgroup (memDir, pidsDir) is cgroup v2
+	dirs       []string
+	rlimits    []Rlimit
 
 	closeOnce sync.Once
 }
 
+// ErrNotEnforceable is wrapped by the error of New when this machine
+// cannot enforce a limit the way it must be and the block does not say
+// best_effort: the server is refused at start (docs/sandbox.md, "Limits").
+var ErrNotEnforceable = errors.New("limit not enforceable here")
+
 // New prepares the limits l of one process of server: it creates the
-// cgroups it can (with their limits set) and chooses rlimits for the
-// rest. sentinel is what the MemoryLimitError of a stop matches. A cgroup
-// that cannot be made is logged at debug level and falls back as the
-// package comment says; New does not fail.
-func New(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
+// cgroups (with their limits set) and chooses the rlimits. sentinel is
+// what the MemoryLimitError of a stop matches.
+//
+// memory needs a memory cgroup and processes a pids cgroup: RLIMIT_NPROC
+// counts every process of the user (other servers', mcpvisor's own
+// threads), and no /proc sample counts all the memory a server can hold
+// (a tmpfs file it wrote and closed). Without the cgroup New fails with
+// ErrNotEnforceable, unless l.BestEffort: memory is then sampled
+// (SampledMemory) and processes is not enforced, each with a warning.
+// Whatever cgroup the server has (a freezer one too on cgroup v1) is
+// what Close kills every process of, so nothing the server starts
+// outlives it.
+func New(server string, l Limits, sentinel error, logger hclog.Logger) (*Group, error) {
+	RemoveLeftovers(logger)
+	return newGroup(server, l, sentinel, logger, hierarchies())
+}
+
+// NewWithoutCgroups is New on a machine where no cgroup may be made, for
+// the tests of the fallback on a machine with cgroups.
+func NewWithoutCgroups(server string, l Limits, sentinel error, logger hclog.Logger) (*Group, error) {
+	return newGroup(server, l, sentinel, logger, nil)
+}
+
+func newGroup(server string, l Limits, sentinel error, logger hclog.Logger, hs map[string]hierarchy) (*Group, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
 	g := &Group{limits: l, sentinel: sentinel, logger: logger}
-	hs := hierarchies()
 	name := cgroupName(server)
-	if l.Memory > 0 || l.Processes > 0 {
-		if h, ok := hs["memory"]; ok && h.v2 && (l.Processes == 0 || hs["pids"] == h) {
-			// One directory carries both limits.
-			if dir, err := g.makeV2(h.parent, name); err != nil {
-				logger.Debug("no cgroup for the server's limits", "error", err)
-			} else {
-				g.memDir, g.v2 = dir, true
-				if l.Processes > 0 {
-					g.pidsDir = dir
-				}
-			}
+	why := map[string]error{}
+	if h, ok := hs["memory"]; ok && h.v2 && (l.Processes == 0 || hs["pids"] == h) {
+		// One directory carries both limits (and is the one to kill).
+		if dir, err := g.makeV2(h.parent, name); err != nil {
+			why["memory"], why["pids"] = err, err
 		} else {
-			if h, ok := hs["memory"]; ok && !h.v2 && l.Memory > 0 {
-				if dir, err := g.makeV1(h.parent, name, "memory"); err != nil {
-					logger.Debug("no memory cgroup for the server's limits", "error", err)
-				} else {
-					g.memDir = dir
-				}
+			g.v2, g.killDir = true, dir
+			if l.Memory > 0 {
+				g.memDir = dir
 			}
-			if h, ok := hs["pids"]; ok && !h.v2 && l.Processes > 0 {
-				if dir, err := g.makeV1(h.parent, name, "pids"); err != nil {
-					logger.Debug("no pids cgroup for the server's limits", "error", err)
-				} else {
-					g.pidsDir = dir
-				}
+			if l.Processes > 0 {
+				g.pidsDir = dir
 			}
 		}
-		if l.Memory == 0 {
-			g.memDir = ""
+	} else {
+		if h, ok := hs["memory"]; ok && !h.v2 && l.Memory > 0 {
+			if dir, err := g.makeV1(h.parent, name, "memory"); err != nil {
+				why["memory"] = err
+			} else {
+				g.memDir = dir
+			}
+		}
+		if h, ok := hs["pids"]; ok && !h.v2 && l.Processes > 0 {
+			if dir, err := g.makeV1(h.parent, name, "pids"); err != nil {
+				why["pids"] = err
+			} else {
+				g.pidsDir = dir
+			}
+		}
+		// The freezer stops every process of the server at once, so
+		// that a stop kills them all and none forks meanwhile.
+		if h, ok := hs["freezer"]; ok {
+			if dir, err := g.makeV1(h.parent, name, "freezer"); err != nil {
+				logger.Debug("no freezer cgroup for the server", "error", err)
+			} else {
+				g.freezerDir, g.killDir = dir, dir
+			}
+		}
+		if g.killDir == "" && g.pidsDir != "" {
+			g.killDir = g.pidsDir
+		} else if g.killDir == "" {
+			g.killDir = g.memDir
+		}
+	}
+	if errs := g.unenforceable(why); len(errs) > 0 {
+		if !l.BestEffort {
+			g.Close()
+			return nil, errs[0]
+		}
+		for _, err := range errs {
+			logger.Warn("limit not fully enforced (best_effort): " + err.Error())
 		}
 	}
 	g.setRlimits()
-	g.warnUnenforced()
-	return g
+	return g, nil
 }
 
-// warnUnenforced warns of a processes limit nothing enforces: without a
-// pids cgroup it is RLIMIT_NPROC, which root is exempt from.
-func (g *Group) warnUnenforced() {
-	if g.limits.Processes > 0 && g.pidsDir == "" && os.Geteuid() == 0 {
-		g.logger.Warn("the processes limit is not enforced: there is no pids cgroup for the server, and RLIMIT_NPROC does not apply to root (see docs/sandbox.md, \"Limits\")",
-			"processes", g.limits.Processes)
+// unenforceable says which of the limits have no cgroup of their own,
+// and why (why holds the errors of the cgroups that could not be made).
+func (g *Group) unenforceable(why map[string]error) []error {
+	l := g.limits
+	var errs []error
+	for _, c := range []string{"memory", "pids"} {
+		limit, set, have := "memory", l.Memory > 0, g.memDir != ""
+		if c == "pids" {
+			limit, set, have = "processes", l.Processes > 0, g.pidsDir != ""
+		}
+		if !set || have {
+			continue
+		}
+		reason := "there is no " + c + " cgroup hierarchy mcpvisor may write to (cgroup v1's " + c + " hierarchy, or cgroup v2 with " + c + " in cgroup.controllers)"
+		if err := why[c]; err != nil {
+			reason = "making its " + c + " cgroup failed: " + err.Error()
+		}
+		errs = append(errs, &unenforceableError{fmt.Sprintf("limits.%s needs a %s cgroup of the server's own, and %s: run mcpvisor as root or in a delegated cgroup, or set best_effort = true in the limits block to start it with %s (docs/sandbox.md, \"Limits\")",
+			limit, c, reason, fallbackWords[limit])})
 	}
+	return errs
 }
 
-// setRlimits chooses the rlimits: open files always, processes where no
-// pids cgroup bounds them.
+// Plan is how this machine enforces a limits block, for `mcpvisor
+// sandbox` and `mcpvisor validate`: New's own decision, made by making
+// the cgroups a start would make and removing them at once.
+type Plan struct {
+	// Memory, Processes, OpenFiles and Kill say how each is enforced
+	// ("" where the block sets no such limit); Kill is how a stop kills
+	// every process of the server.
+	Memory, Processes, OpenFiles, Kill string
+	// Unenforceable are the limits this machine cannot enforce as they
+	// must be: a start refuses them (ErrNotEnforceable) without
+	// best_effort, and warns of them with it.
+	Unenforceable []error
+}
+
+// PlanLimits makes the Plan of l for server.
+func PlanLimits(server string, l Limits) Plan {
+	probe := l
+	probe.BestEffort = true
+	g, _ := newGroup(server, probe, nil, nil, hierarchies())
+	defer g.Close()
+	var p Plan
+	version := "cgroup v1"
+	if g.v2 {
+		version = "cgroup v2"
+	}
+	switch {
+	case l.Memory == 0:
+	case g.memDir != "":
+		p.Memory = fmt.Sprintf("%s, a cgroup of its own under %s", version, filepath.Dir(g.memDir))
+	default:
+		p.Memory = "no memory cgroup: " + fallbackWords["memory"]
+	}
+	switch {
+	case l.Processes == 0:
+	case g.pidsDir != "":
+		p.Processes = fmt.Sprintf("%s pids.max, a cgroup of its own under %s", version, filepath.Dir(g.pidsDir))
+	default:
+		p.Processes = "no pids cgroup: " + fallbackWords["processes"]
+	}
+	if l.OpenFiles > 0 {
+		p.OpenFiles = fmt.Sprintf("RLIMIT_NOFILE %d, per process", l.OpenFiles)
+	}
+	switch {
+	case g.killDir != "" && g.v2:
+		p.Kill = "cgroup v2: cgroup.kill of the server's cgroup"
+	case g.freezerDir != "":
+		p.Kill = "cgroup v1 freezer: every process of the server frozen, then SIGKILLed"
+	case g.killDir != "":
+		p.Kill = "cgroup v1: every member of the server's cgroup SIGKILLed until none is left"
+	default:
+		p.Kill = "process group only: a process that leaves it (setsid) outlives the server"
+	}
+	p.Unenforceable = g.unenforceable(nil)
+	return p
+}
+
+// unenforceableError is a limit this machine cannot enforce; it matches
+// ErrNotEnforceable.
+type unenforceableError struct{ msg string }
+
+func (e *unenforceableError) Error() string        { return e.msg }
+func (e *unenforceableError) Is(target error) bool { return target == ErrNotEnforceable }
+
+// fallbackWords say what best_effort gives a limit without its cgroup.
+var fallbackWords = map[string]string{
+	"memory":    "memory sampled from /proc every 250ms instead (PSS, swap and held shared-memory files; memory in a tmpfs file no process holds open is not counted)",
+	"processes": "processes not enforced (RLIMIT_NPROC would count every process of mcpvisor's user, other servers' too)",
+}
+
+// setRlimits chooses the rlimits: open files. processes is never
+// RLIMIT_NPROC, which counts every process of the user, other servers'
+// too. (A server that runs as a user of its own could have it: that user
+// has no other processes.)
 func (g *Group) setRlimits() {
 	l := g.limits
 	if l.OpenFiles > 0 {
 		g.rlimits = append(g.rlimits, Rlimit{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.OpenFiles), Max: uint64(l.OpenFiles)})
 	}
-	if l.Processes > 0 && g.pidsDir == "" {
-		g.rlimits = append(g.rlimits, Rlimit{Resource: unix.RLIMIT_NPROC, Cur: uint64(l.Processes), Max: uint64(l.Processes)})
-	}
-}
-
-// NewWithoutCgroups is New for where no cgroup may be made: memory is
-// sampled and processes bounded by RLIMIT_NPROC, as on a machine without
-// cgroups.
-func NewWithoutCgroups(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
-	if logger == nil {
-		logger = hclog.NewNullLogger()
-	}
-	g := &Group{limits: l, sentinel: sentinel, logger: logger}
-	g.setRlimits()
-	g.warnUnenforced()
-	return g
 }
 
 // cgroupName is the name of the next cgroup of server: its name with
@@ -231,6 +353,7 @@ func (g *Group) makeV1(parent, name, controller string) (string, error) {
 		}
 	case "pids":
 		err = writeFile(dir, "pids.max", strconv.Itoa(g.limits.Processes))
+	case "freezer":
 	}
 	if err != nil {
 		os.Remove(dir)
@@ -241,15 +364,16 @@ func (g *Group) makeV1(parent, name, controller string) (string, error) {
 }
 
 // Mode says how the limits are enforced, for the log: "cgroup v2",
-// "cgroup v1", "sampling" (memory without a cgroup) or "rlimits".
+// "cgroup v1", "sampling" (memory without a cgroup, best_effort) or
+// "rlimits".
 func (g *Group) Mode() string {
 	switch {
+	case g.memDir == "" && g.limits.Memory > 0:
+		return "sampling"
 	case len(g.dirs) > 0 && g.v2:
 		return "cgroup v2"
 	case len(g.dirs) > 0:
 		return "cgroup v1"
-	case g.limits.Memory > 0:
-		return "sampling"
 	default:
 		return "rlimits"
 	}
@@ -332,8 +456,9 @@ func (g *Group) OOMKills() uint64 {
 }
 
 // Check reports the group over its memory limit: an OOM kill in its
-// memory cgroup, or, without one, the resident memory of process group
-// pgid (leaving out except, its keeper) above the limit. nil when within.
+// memory cgroup, or, without one (best_effort), the SampledMemory of
+// process group pgid's members (leaving out except, its keeper) above the
+// limit. nil when within.
 func (g *Group) Check(pgid, except int) *MemoryLimitError {
 	if g.limits.Memory <= 0 {
 		return nil
@@ -344,10 +469,25 @@ func (g *Group) Check(pgid, except int) *MemoryLimitError {
 		}
 		return nil
 	}
-	if u, ok := g.Usage(pgid, except); ok && u.RSS > g.limits.Memory {
-		return &MemoryLimitError{Limit: g.limits.Memory, RSS: u.RSS, Sentinel: g.sentinel}
+	pids, ok := g.members(pgid, except)
+	if !ok {
+		return nil
+	}
+	if m := SampledMemory(pids); m > g.limits.Memory {
+		return &MemoryLimitError{Limit: g.limits.Memory, RSS: m, Sentinel: g.sentinel}
 	}
 	return nil
+}
+
+// members are the server's processes: its cgroup's where it has one,
+// else process group pgid's but except.
+func (g *Group) members(pgid, except int) ([]int, bool) {
+	if g.killDir != "" {
+		if pids, err := readCgroupPids(g.killDir); err == nil {
+			return pids, true
+		}
+	}
+	return groupMembers(pgid, except)
 }
 
 // Usage measures the server's processes. With a cgroup they are its
@@ -356,13 +496,13 @@ func (g *Group) Check(pgid, except int) *MemoryLimitError {
 // out. Without one they are the live members of process group pgid but
 // except (GroupUsage).
 func (g *Group) Usage(pgid, except int) (Usage, bool) {
-	if len(g.dirs) > 0 {
-		if pids, err := readCgroupPids(g.dirs[0]); err == nil {
-			// except (a contained server's init) is in the cgroup too.
-			return PidsUsage(slices.DeleteFunc(pids, func(p int) bool { return p == except })), true
-		}
+	pids, ok := g.members(pgid, except)
+	if !ok {
+		return Usage{}, false
 	}
-	return GroupUsage(pgid, except)
+	// except (a contained server's init) is in the cgroup too.
+	pids = slices.DeleteFunc(pids, func(p int) bool { return p == except })
+	return PidsUsage(pids), true
 }
 
 // Watch checks the memory limit every SampleInterval until done closes,
@@ -387,23 +527,100 @@ func (g *Group) Watch(pgid, except int, done <-chan struct{}, over func(*MemoryL
 	}
 }
 
-// Close kills what is left in the group's cgroups (processes that left
-// the process group) and removes them. Call it once the process group is
-// gone.
+// Close kills every process left in the group's cgroups (whatever the
+// server started, in its process group or not: a setsid daemon too) and
+// removes them. Every stop of the server ends here (transport's
+// Process.stop): a crash, a restart, an idle stop, max_lifetime, a
+// memory-limit stop, a reload, mcpvisor's own shutdown.
 func (g *Group) Close() {
 	if g == nil {
 		return
 	}
 	g.closeOnce.Do(func() {
+		if g.killDir != "" {
+			if n := killCgroup(g.killDir, g.freezerDir != "", g.v2); n > 0 {
+				g.logger.Debug("killed the processes left in the server's cgroup", "cgroup", g.killDir, "killed", n)
+			}
+		}
 		for _, dir := range g.dirs {
-			removeCgroup(dir, g.logger)
+			removeCgroup(dir, dir == g.freezerDir, g.v2, g.logger)
 		}
 	})
 }
 
-// removeCgroup kills a cgroup's processes and removes it, waiting up to
-// removeTimeout for them to be reaped.
-func removeCgroup(dir string, logger hclog.Logger) {
+// killCgroup kills every process in cgroup dir and waits (up to
+// removeTimeout) for it to be empty; it returns how many processes it
+// signalled. cgroup v2 has cgroup.kill (Linux 5.14), which kills them
+// all at once. On cgroup v1 a freezer cgroup is frozen first, so that
+// none forks between the read of its members and their kill; without
+// one every member is SIGKILLed until none is left (a fork in between
+// makes a member the next round kills).
+func killCgroup(dir string, freezer, v2 bool) int {
+	if v2 && writeFile(dir, "cgroup.kill", "1") == nil {
+		waitEmpty(dir)
+		return 0
+	}
+	var killed int
+	if freezer {
+		frozen := freeze(dir)
+		for _, pid := range cgroupPids(dir) {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+		if frozen {
+			// A frozen process dies of SIGKILL only once thawed.
+			writeFile(dir, "freezer.state", "THAWED")
+		}
+	}
+	deadline := time.Now().Add(removeTimeout)
+	for {
+		pids := cgroupPids(dir)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return killed
+		}
+		for _, pid := range pids {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+		time.Sleep(removePoll)
+	}
+}
+
+// freeze freezes a v1 freezer cgroup and waits (up to removeTimeout) for
+// the kernel to report it FROZEN.
+func freeze(dir string) bool {
+	if writeFile(dir, "freezer.state", "FROZEN") != nil {
+		return false
+	}
+	deadline := time.Now().Add(removeTimeout)
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "freezer.state"))
+		if err != nil {
+			return false
+		}
+		if strings.TrimSpace(string(b)) == "FROZEN" {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return true // FREEZING: the kill goes on all the same
+		}
+		time.Sleep(removePoll)
+	}
+}
+
+// waitEmpty waits up to removeTimeout for cgroup dir to hold no process.
+func waitEmpty(dir string) {
+	deadline := time.Now().Add(removeTimeout)
+	for len(cgroupPids(dir)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(removePoll)
+	}
+}
+
+// removeCgroup removes a cgroup, killing what is still in it, waiting up
+// to removeTimeout for its last processes to be reaped.
+func removeCgroup(dir string, freezer, v2 bool, logger hclog.Logger) {
 	deadline := time.Now().Add(removeTimeout)
 	for {
 		err := os.Remove(dir)
@@ -414,11 +631,7 @@ func removeCgroup(dir string, logger hclog.Logger) {
 			logger.Warn("cannot remove the server's cgroup; remove it by hand once it is empty", "cgroup", dir, "error", err)
 			return
 		}
-		if writeFile(dir, "cgroup.kill", "1") != nil {
-			for _, pid := range cgroupPids(dir) {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
+		killCgroup(dir, freezer, v2)
 		time.Sleep(removePoll)
 	}
 }

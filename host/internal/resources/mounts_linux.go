@@ -6,11 +6,15 @@ package resources
 import (
 	"bufio"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // findHierarchies finds where this process may make the memory and pids
@@ -31,7 +35,7 @@ func findHierarchiesIn(mountinfo, selfCgroup string) map[string]hierarchy {
 			}
 			continue
 		}
-		for _, c := range []string{"memory", "pids"} {
+		for _, c := range []string{"memory", "pids", "freezer"} {
 			if _, done := hs[c]; done || !m.controllers[c] {
 				continue
 			}
@@ -39,7 +43,6 @@ func findHierarchiesIn(mountinfo, selfCgroup string) map[string]hierarchy {
 				parent := filepath.Join(dir, subtreeName)
 				if err := os.MkdirAll(parent, 0o755); err == nil {
 					hs[c] = hierarchy{parent: parent}
-					removeStale(parent)
 				}
 			}
 		}
@@ -56,7 +59,6 @@ func findHierarchiesIn(mountinfo, selfCgroup string) map[string]hierarchy {
 				for _, c := range want {
 					hs[c] = hierarchy{v2: true, parent: parent}
 				}
-				removeStale(parent)
 			}
 		}
 	}
@@ -117,13 +119,48 @@ func v2Parent(m *cgroupMount, own string, want []string) (string, bool) {
 	return parent, true
 }
 
-// removeStale removes the empty cgroups under parent whose mcpvisor (the
-// pid in their name) is gone.
-func removeStale(parent string) {
+// removeLeftovers runs RemoveLeftovers once per process.
+var removeLeftovers sync.Once
+
+// RemoveLeftovers kills the processes in, and removes, the server cgroups
+// of mcpvisor instances that are gone (the pid in their name is dead):
+// what a SIGKILLed mcpvisor left, such as a daemon a server double-forked
+// out of its process group. Each is logged. It runs once per process: the
+// host calls it at start, and New before the first cgroup.
+func RemoveLeftovers(logger hclog.Logger) {
+	removeLeftovers.Do(func() { removeLeftoversIn(hierarchies(), logger) })
+}
+
+func removeLeftoversIn(hs map[string]hierarchy, logger hclog.Logger) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	seen := map[string]bool{}
+	for c, h := range hs {
+		if seen[h.parent] {
+			continue
+		}
+		seen[h.parent] = true
+		for _, dir := range staleCgroups(h.parent) {
+			n := killCgroup(dir, c == "freezer", h.v2)
+			err := os.Remove(dir)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				logger.Warn("cannot remove a server cgroup a previous mcpvisor left; remove it by hand once it is empty", "cgroup", dir, "error", err)
+				continue
+			}
+			logger.Info("removed a server cgroup a previous mcpvisor left", "cgroup", dir, "killed", n)
+		}
+	}
+}
+
+// staleCgroups lists the cgroups under parent whose mcpvisor (the pid in
+// their name) is gone.
+func staleCgroups(parent string) []string {
 	ents, err := os.ReadDir(parent)
 	if err != nil {
-		return
+		return nil
 	}
+	var stale []string
 	for _, e := range ents {
 		if !e.IsDir() {
 			continue
@@ -137,9 +174,10 @@ func removeStale(parent string) {
 			continue
 		}
 		if syscall.Kill(pid, 0) == syscall.ESRCH {
-			os.Remove(filepath.Join(parent, e.Name())) // fails while not empty
+			stale = append(stale, filepath.Join(parent, e.Name()))
 		}
 	}
+	return stale
 }
 
 // cgroupMount is one mounted cgroup hierarchy.

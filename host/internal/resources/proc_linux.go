@@ -5,6 +5,9 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on
@@ -90,15 +93,24 @@ func PidsUsage(pids []int) Usage {
 // `processes` cannot raise much. It runs when status or /metrics is read,
 // and every SampleInterval for a server whose memory limit has no cgroup.
 func GroupUsage(pgid, except int) (u Usage, ok bool) {
-	if pgid <= 0 {
+	pids, ok := groupMembers(pgid, except)
+	if !ok {
 		return Usage{}, false
+	}
+	return PidsUsage(pids), true
+}
+
+// groupMembers lists the live processes of process group pgid but except
+// (one pass over /proc). ok is false when /proc cannot be read.
+func groupMembers(pgid, except int) (pids []int, ok bool) {
+	if pgid <= 0 {
+		return nil, false
 	}
 	d, err := os.Open("/proc")
 	if err != nil {
-		return Usage{}, false
+		return nil, false
 	}
 	defer d.Close()
-	var ticks int64
 	for {
 		names, err := d.Readdirnames(256)
 		for _, name := range names {
@@ -113,14 +125,70 @@ func GroupUsage(pgid, except int) (u Usage, ok bool) {
 			if !ok || s.pgrp != pgid || s.state == 'Z' || s.state == 'X' {
 				continue
 			}
-			u.Processes++
-			u.RSS += s.rssPages * pageSize
-			ticks += s.cpuTicks
+			pids = append(pids, pid)
 		}
 		if err != nil {
 			break
 		}
 	}
-	u.CPU = time.Duration(ticks) * time.Second / clockTicks
-	return u, true
+	return pids, true
+}
+
+// SampledMemory is the memory the processes pids hold, as a memory limit
+// without a memory cgroup (best_effort) counts it:
+//
+//   - each process's proportional set size (PSS) and proportional swap
+//     (SwapPss) from /proc/PID/smaps_rollup: a page shared by n processes
+//     counts 1/n in each, so shared and mapped memfd or tmpfs pages count
+//     once over the group, and swapped-out memory counts;
+//   - the allocated size of every shared-memory file (tmpfs, hugetlbfs: a
+//     memfd, a /dev/shm file) one of them holds open and none maps: a
+//     memfd filled with write() is resident memory that no mapping shows.
+//
+// It cannot see a tmpfs file the server wrote and closed, nor the part of
+// a held file beyond what a process maps: only a memory cgroup counts
+// those (docs/sandbox.md, "Limits").
+func SampledMemory(pids []int) int64 {
+	type file struct{ dev, ino uint64 }
+	var total int64
+	held := map[file]int64{}
+	mapped := map[file]bool{}
+	for _, pid := range pids {
+		p, err := procfs.NewProc(pid)
+		if err != nil {
+			continue
+		}
+		if r, err := p.ProcSMapsRollup(); err == nil {
+			total += int64(r.Pss + r.SwapPss)
+		}
+		if maps, err := p.ProcMaps(); err == nil {
+			for _, m := range maps {
+				if m.Inode != 0 {
+					mapped[file{m.Dev, m.Inode}] = true
+				}
+			}
+		}
+		fds, err := p.FileDescriptors()
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			path := "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.FormatUint(uint64(fd), 10)
+			var fsst unix.Statfs_t
+			if unix.Statfs(path, &fsst) != nil || (fsst.Type != unix.TMPFS_MAGIC && fsst.Type != unix.HUGETLBFS_MAGIC) {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+				continue
+			}
+			held[file{st.Dev, st.Ino}] = st.Blocks * 512
+		}
+	}
+	for f, size := range held {
+		if !mapped[f] {
+			total += size
+		}
+	}
+	return total
 }

@@ -6,10 +6,12 @@
 // mcpvisor can create a cgroup (cgroup v2 with the memory and pids
 // controllers available to it, or cgroup v1's memory and pids
 // hierarchies), the kernel enforces the memory and process limits and a
-// kernel OOM kill is seen in the cgroup's counters. Where it cannot, the
-// memory limit is enforced by sampling the resident memory of the
-// process group from /proc, and the process limit by RLIMIT_NPROC. The
-// open files limit is always RLIMIT_NOFILE: it bounds each process.
+// kernel OOM kill is seen in the cgroup's counters; closing the Group
+// kills every process left in the cgroup. Where it cannot, those limits
+// are refused (ErrNotEnforceable) unless the block says best_effort: the
+// memory limit is then enforced by sampling (SampledMemory) and the
+// process limit not at all. The open files limit is always
+// RLIMIT_NOFILE: it bounds each process.
 //
 // Usage (resident memory and CPU time of a process group) is read from
 // /proc for status and the metrics gauges, with or without limits.
@@ -66,8 +68,9 @@ var ErrUnsupported = errors.New("resource limits need Linux")
 type MemoryLimitError struct {
 	// Limit is the configured limit in bytes.
 	Limit int64
-	// RSS is the group's resident memory when it was seen over the limit
-	// (0 when the kernel's OOM killer acted inside the cgroup).
+	// RSS is the group's sampled memory (SampledMemory) when it was seen
+	// over the limit (0 when the kernel's OOM killer acted inside the
+	// cgroup).
 	RSS int64
 	// OOMKill is set when the kernel killed a process of the group at
 	// the cgroup's limit.

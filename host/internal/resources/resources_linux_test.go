@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 )
 
 // The test binary doubles as the processes the limits are tried on: with
@@ -58,6 +59,11 @@ func helperMain(mode string) {
 		fmt.Println("allocated", len(keep))
 		time.Sleep(time.Hour)
 	case "fork":
+		// fork [N]: until fork fails, or N started.
+		limit := 1000
+		if len(f) > 1 {
+			limit, _ = strconv.Atoi(f[1])
+		}
 		var started int
 		for {
 			cmd := exec.Command("/bin/sleep", "3600")
@@ -66,7 +72,7 @@ func helperMain(mode string) {
 				break
 			}
 			started++
-			if started > 1000 {
+			if started >= limit {
 				fmt.Println("started", started, "without an error")
 				break
 			}
@@ -86,6 +92,35 @@ func helperMain(mode string) {
 				break
 			}
 		}
+		time.Sleep(time.Hour)
+	case "memfd":
+		// memfd N [map]: N MiB in a memfd, written or mapped and touched.
+		n, _ := strconv.Atoi(f[1])
+		fd, err := unix.MemfdCreate("hog", 0)
+		if err != nil {
+			fmt.Println("error", err)
+			break
+		}
+		if len(f) > 2 {
+			unix.Ftruncate(fd, int64(n)<<20)
+			m, err := unix.Mmap(fd, 0, n<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			if err != nil {
+				fmt.Println("error", err)
+				break
+			}
+			for j := 0; j < len(m); j += 4096 {
+				m[j] = 1
+			}
+		} else {
+			chunk := make([]byte, 1<<20)
+			for i := range chunk {
+				chunk[i] = 1
+			}
+			for i := 0; i < n; i++ {
+				unix.Write(fd, chunk)
+			}
+		}
+		fmt.Println("memfd", n)
 		time.Sleep(time.Hour)
 	case "sleep":
 		fmt.Println("sleeping")
@@ -114,13 +149,26 @@ type helper struct {
 
 func startHelper(t *testing.T, mode string) *helper {
 	t.Helper()
+	return startHelperAs(t, mode, -1)
+}
+
+// startHelperAs starts a helper as user uid (-1: as this process).
+func startHelperAs(t *testing.T, mode string, uid int) *helper {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if uid >= 0 {
+		// The build directory is the builder's alone: run a copy.
+		exe = copyForAnyone(t, exe)
+	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if uid >= 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +192,27 @@ func startHelper(t *testing.T, mode string) *helper {
 	return h
 }
 
+// copyForAnyone copies the executable exe to a directory any user may
+// run it from.
+func copyForAnyone(t *testing.T, exe string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, "helper")
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
 // go tells the helper to act.
 func (h *helper) run(t *testing.T) {
 	t.Helper()
@@ -158,10 +227,18 @@ func (h *helper) line() string {
 	return strings.TrimSpace(s)
 }
 
-// newGroup is New, closed when the test ends.
-func newGroup(t *testing.T, l Limits) *Group {
+// testGroup is New, closed when the test ends; it skips the test when
+// this machine has no cgroup for the limits (the fallback is tested
+// apart).
+func testGroup(t *testing.T, l Limits) *Group {
 	t.Helper()
-	g := New(t.Name(), l, errSentinel, nil)
+	g, err := New(t.Name(), l, errSentinel, nil)
+	if errors.Is(err, ErrNotEnforceable) {
+		t.Skipf("no cgroup for %+v here (hierarchies found: %v): %v", l, hierarchies(), err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(g.Close)
 	return g
 }
@@ -176,7 +253,7 @@ func needCgroup(t *testing.T, dir, what string) {
 }
 
 func TestMemoryCgroupOOMKillIsAMemoryLimitStop(t *testing.T) {
-	g := newGroup(t, Limits{Memory: 32 << 20})
+	g := testGroup(t, Limits{Memory: 32 << 20})
 	needCgroup(t, g.memDir, "memory")
 	h := startHelper(t, "alloc 256")
 	if err := g.Apply(h.cmd.Process.Pid); err != nil {
@@ -267,7 +344,7 @@ func TestGroupUsageSumsTheGroup(t *testing.T) {
 }
 
 func TestProcessesLimitStopsForkLoop(t *testing.T) {
-	g := newGroup(t, Limits{Processes: 8})
+	g := testGroup(t, Limits{Processes: 8})
 	h := startHelper(t, "fork")
 	if err := g.Apply(h.cmd.Process.Pid); err != nil {
 		t.Fatal(err)
@@ -289,7 +366,7 @@ func TestProcessesLimitStopsForkLoop(t *testing.T) {
 }
 
 func TestOpenFilesLimit(t *testing.T) {
-	g := newGroup(t, Limits{OpenFiles: 64})
+	g := testGroup(t, Limits{OpenFiles: 64})
 	h := startHelper(t, "files")
 	if err := g.Apply(h.cmd.Process.Pid); err != nil {
 		t.Fatal(err)
@@ -306,7 +383,7 @@ func TestOpenFilesLimit(t *testing.T) {
 }
 
 func TestCloseKillsStragglersAndRemovesCgroups(t *testing.T) {
-	g := newGroup(t, Limits{Memory: 64 << 20, Processes: 16})
+	g := testGroup(t, Limits{Memory: 64 << 20, Processes: 16})
 	dirs := g.CgroupDirs()
 	if len(dirs) == 0 {
 		t.Skipf("no cgroup can be made here (hierarchies: %v)", hierarchies())
@@ -424,7 +501,7 @@ func TestCgroupV2Layout(t *testing.T) {
 // that left the process group (setsid) is still measured, and Close kills
 // it.
 func TestUsageCountsCgroupMembersOutsideTheGroup(t *testing.T) {
-	g := newGroup(t, Limits{Memory: 256 << 20})
+	g := testGroup(t, Limits{Memory: 256 << 20})
 	needCgroup(t, g.memDir, "memory")
 	h := startHelper(t, "setsid")
 	if err := g.Apply(h.cmd.Process.Pid); err != nil {
@@ -459,21 +536,151 @@ func TestUsageCountsCgroupMembersOutsideTheGroup(t *testing.T) {
 	}
 }
 
-// A processes limit nothing enforces (root, no pids cgroup) is not
-// silently ignored.
-func TestUnenforcedProcessesLimitWarns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("RLIMIT_NPROC binds a non-root user: nothing to warn of")
+// Without a pids cgroup a processes limit is refused (RLIMIT_NPROC would
+// count every process of the user); with best_effort it starts, warned
+// of, and sets no RLIMIT_NPROC. Likewise memory without a memory cgroup.
+func TestLimitsWithoutTheirCgroupAreRefused(t *testing.T) {
+	for _, l := range []Limits{{Processes: 8}, {Memory: 64 << 20}} {
+		if _, err := NewWithoutCgroups("s", l, errSentinel, nil); !errors.Is(err, ErrNotEnforceable) || !strings.Contains(err.Error(), "best_effort = true") {
+			t.Errorf("NewWithoutCgroups(%+v) = %v; want ErrNotEnforceable naming best_effort", l, err)
+		}
 	}
 	var buf strings.Builder
 	logger := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Warn})
-	NewWithoutCgroups("s", Limits{Processes: 8}, errSentinel, logger)
-	if !strings.Contains(buf.String(), "the processes limit is not enforced") {
-		t.Fatalf("no warning for a processes limit root ignores: %q", buf.String())
+	g, err := NewWithoutCgroups("s", Limits{Processes: 8, BestEffort: true}, errSentinel, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "processes not enforced") {
+		t.Fatalf("no warning for a processes limit best_effort leaves unenforced: %q", buf.String())
+	}
+	for _, r := range g.Spec().Rlimits {
+		if r.Resource == unix.RLIMIT_NPROC {
+			t.Fatalf("best_effort set RLIMIT_NPROC, which counts other servers' processes: %+v", g.Spec().Rlimits)
+		}
 	}
 	buf.Reset()
-	NewWithoutCgroups("s", Limits{OpenFiles: 64}, errSentinel, logger)
-	if buf.Len() != 0 {
-		t.Fatalf("a warning without a processes limit: %q", buf.String())
+	if _, err := NewWithoutCgroups("s", Limits{OpenFiles: 64}, errSentinel, logger); err != nil || buf.Len() != 0 {
+		t.Fatalf("open_files alone: %v, warned %q", err, buf.String())
+	}
+}
+
+// A memfd of 300MiB filled with write() and never mapped is resident
+// memory no RSS shows: the sampled memory of a best_effort limit counts
+// it, and so it does mapped.
+func TestSampledMemoryCountsMemfd(t *testing.T) {
+	for _, mode := range []string{"memfd 300", "memfd 300 map"} {
+		t.Run(mode, func(t *testing.T) {
+			g, err := NewWithoutCgroups(t.Name(), Limits{Memory: 64 << 20, BestEffort: true}, errSentinel, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := startHelper(t, mode)
+			pgid := h.cmd.Process.Pid
+			h.run(t)
+			if l := h.line(); l != "memfd 300" {
+				t.Fatalf("helper said %q", l)
+			}
+			if u, _ := GroupUsage(pgid, 0); mode == "memfd 300" && u.RSS > 64<<20 {
+				t.Fatalf("the helper's RSS is %d: the memfd shows in RSS, the test proves nothing", u.RSS)
+			}
+			e := g.Check(pgid, 0)
+			if e == nil || e.RSS < 300<<20 {
+				t.Fatalf("Check = %#v; want the 300MiB memfd counted against the 64MiB limit", e)
+			}
+		})
+	}
+}
+
+// A processes limit is the server's own: a server that forks up to its
+// limit does not stop another server of the same user from forking —
+// with pids cgroups, and without them (best_effort), where no
+// RLIMIT_NPROC counts the user's processes.
+func TestProcessesLimitIsPerServer(t *testing.T) {
+	t.Run("pids cgroup", func(t *testing.T) {
+		a := testGroup(t, Limits{Processes: 8})
+		b := testGroup(t, Limits{Processes: 8})
+		la, lb := forkBoth(t, a, b, "fork")
+		var na, nb int
+		fmt.Sscanf(la, "started %d:", &na)
+		fmt.Sscanf(lb, "started %d:", &nb)
+		if na == 0 || nb == 0 || nb < na-1 {
+			t.Fatalf("server a %q, then server b %q: b's forks were taken by a's", la, lb)
+		}
+	})
+	t.Run("best_effort without cgroups", func(t *testing.T) {
+		l := Limits{Processes: 8, BestEffort: true}
+		a, err := NewWithoutCgroups("a", l, errSentinel, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := NewWithoutCgroups("b", l, errSentinel, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		la, lb := forkBoth(t, a, b, "fork 20")
+		if la != "started 20 without an error" || lb != "started 20 without an error" {
+			t.Fatalf("server a %q, then server b %q; want both to start 20 (an unenforced limit, not RLIMIT_NPROC counting the user's processes)", la, lb)
+		}
+	})
+}
+
+// forkBoth runs a fork helper as nobody under a, lets it fork, then one
+// under b, and returns what each said.
+func forkBoth(t *testing.T, a, b *Group, mode string) (string, string) {
+	t.Helper()
+	ha, hb := startHelperAs(t, mode, 65534), startHelperAs(t, mode, 65534)
+	if err := a.Apply(ha.cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Apply(hb.cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	ha.run(t)
+	la := ha.line()
+	hb.run(t)
+	return la, hb.line()
+}
+
+// What a SIGKILLed mcpvisor left (a cgroup named for its dead pid, with a
+// daemon in it) is killed and removed by the next one.
+func TestRemoveLeftoversKillsAndRemoves(t *testing.T) {
+	hs := hierarchies()
+	h, ok := hs["memory"]
+	if !ok {
+		t.Skipf("no memory cgroup hierarchy here: %v", hs)
+	}
+	dead := exec.Command("/bin/true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(h.parent, fmt.Sprintf("leftover-%d-1", dead.Process.Pid))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	daemon := exec.Command("/bin/sleep", "3600")
+	daemon.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { daemon.Wait(); close(exited) }()
+	t.Cleanup(func() { daemon.Process.Kill(); <-exited })
+	if err := writeFile(dir, "cgroup.procs", strconv.Itoa(daemon.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	removeLeftoversIn(map[string]hierarchy{"memory": h}, hclog.New(&hclog.LoggerOptions{Output: &buf}))
+	select {
+	case <-exited:
+	case <-time.After(hangGuard):
+		t.Fatal("the daemon in the leftover cgroup still runs")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the leftover cgroup %s is still there: %v", dir, err)
+	}
+	if !strings.Contains(buf.String(), "removed a server cgroup a previous mcpvisor left") || !strings.Contains(buf.String(), "killed=1") {
+		t.Fatalf("log = %q", buf.String())
 	}
 }

@@ -8,15 +8,18 @@ import "github.com/hashicorp/go-hclog"
 // nothing (validation refuses a limits block there).
 type Group struct{ limits Limits }
 
-// New returns a Group that enforces nothing.
-func New(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
-	return &Group{limits: l}
+// New returns a Group that enforces nothing (Apply then refuses).
+func New(server string, l Limits, sentinel error, logger hclog.Logger) (*Group, error) {
+	return &Group{limits: l}, nil
 }
 
 // NewWithoutCgroups is New: off Linux there are no cgroups anyway.
-func NewWithoutCgroups(server string, l Limits, sentinel error, logger hclog.Logger) *Group {
+func NewWithoutCgroups(server string, l Limits, sentinel error, logger hclog.Logger) (*Group, error) {
 	return New(server, l, sentinel, logger)
 }
+
+// RemoveLeftovers does nothing off Linux: no cgroups.
+func RemoveLeftovers(logger hclog.Logger) {}
 
 // Mode is "none": no limits off Linux.
 func (g *Group) Mode() string { return "none" }
@@ -55,3 +58,19 @@ func (g *Group) Usage(pgid, except int) (Usage, bool) { return Usage{}, false }
 
 // GroupUsage is not available off Linux.
 func GroupUsage(pgid, except int) (u Usage, ok bool) { return Usage{}, false }
+
+// Plan is how this machine enforces a limits block: off Linux, not at
+// all (validation refuses the block).
+type Plan struct {
+	Memory, Processes, OpenFiles, Kill string
+	Unenforceable                      []error
+}
+
+// PlanLimits says that nothing is enforced off Linux.
+func PlanLimits(server string, l Limits) Plan {
+	p := Plan{Kill: "process group only"}
+	if !l.IsZero() {
+		p.Unenforceable = []error{ErrUnsupported}
+	}
+	return p
+}

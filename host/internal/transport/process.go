@@ -221,7 +221,14 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 	// §18.2).
 	var limits *resources.Group
 	if !cfg.Limits.IsZero() {
-		limits = newLimits(cfg.Server, cfg.Limits, ErrMemoryLimit, logger)
+		if limits, err = newLimits(cfg.Server, cfg.Limits, ErrMemoryLimit, logger); err != nil {
+			// No cgroup for a limit that needs one, and no best_effort:
+			// no retry makes one (docs/sandbox.md, "Limits").
+			if tmp != "" {
+				os.RemoveAll(tmp)
+			}
+			return nil, fmt.Errorf("%w: server %q: its limits cannot be enforced here: %w", recovery.ErrCannotStart, cfg.Server, err)
+		}
 		ls := limits.Spec()
 		spec.Rlimits = append(spec.Rlimits, ls.Rlimits...)
 		spec.Cgroups = append(spec.Cgroups, ls.CgroupDirs...)
