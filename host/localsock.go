@@ -101,7 +101,7 @@ func (in *ingress) refuseForeignPeer(w http.ResponseWriter, r *http.Request) boo
 	}
 	in.logger.Warn("http request refused: the control socket's peer runs as another user",
 		"peer_uid", p.uid, "uid", os.Geteuid(), "method", r.Method, "path", r.URL.Path)
-	http.Error(w, fmt.Sprintf("Forbidden: this control socket serves the user mcpvisor runs as (uid %d), and the process that connected runs as uid %d; run the command as that user, or send a bearer token (docs/auth.md, \"The control socket\")", os.Geteuid(), p.uid), http.StatusForbidden)
+	http.Error(w, fmt.Sprintf("Forbidden: this control socket serves the user mcpvisor runs as (uid %d) without a token, and the process that connected runs as uid %d; run mcpvisor as that user, or send a bearer token (docs/auth.md, \"The control socket\")", os.Geteuid(), p.uid), http.StatusForbidden)
 	return true
 }
 
