@@ -207,3 +207,33 @@ func TestDoorOtherUser(t *testing.T) {
 		t.Errorf("the echo server's pid went from %d to %d after another user's requests", before, after)
 	}
 }
+
+// TestDoorConsoleLogin: `mcpvisor ui -print` prints a one-time login
+// address that opens the console once.
+func TestDoorConsoleLogin(t *testing.T) {
+	mv := startMcpvisor(t, echoBlock())
+	code, out, errOut := runCLI(t, "ui", "-print", "-config", mv.config)
+	url := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(url, "http://"+mv.addr+"/ui/login?code=") {
+		t.Fatalf("mcpvisor ui -print: exit %d: %q %s", code, out, errOut)
+	}
+	hc := newHTTPClient(t, 30*time.Second)
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != http.StatusSeeOther || len(cookies) != 1 {
+		t.Fatalf("GET the login address: %s, cookies %q; want 303 with a cookie", resp.Status, resp.Header.Values("Set-Cookie"))
+	}
+	if again, err := hc.Get(url); err != nil || again.StatusCode != http.StatusForbidden {
+		t.Errorf("GET the login address again: %v %v; want 403", again.Status, err)
+	} else {
+		again.Body.Close()
+	}
+	if r, body := consoleRequest(t, mv, "GET", "/ui", http.Header{"Cookie": {cookies[0].Name + "=" + cookies[0].Value}}); r.StatusCode != http.StatusOK || !strings.Contains(body, "echo") {
+		t.Errorf("GET /ui with the console session: %s", r.Status)
+	}
+}
