@@ -128,6 +128,17 @@ func TestDoorRefusesServers(t *testing.T) {
 		cs := connectClient(t, mv)
 		probeDoor(t, mv, cs, "", "")
 		cliOperates(t, mv, nil, nil)
+		// Another host of the same user (another config) refuses this
+		// host's servers too: its pid names a socket in the runtime dir.
+		other := startMcpvisor(t, echoBlock())
+		sock := controlSocketOf(t, other)
+		before := echoPid(t, other, "")
+		if got := probe(t, cs, "bare__probe", "control-socket", "echo "+sock); !strings.HasPrefix(got, "refused:") || strings.Count(got, "): 403") != strings.Count(got, "): ") {
+			t.Errorf("an unsandboxed server of one host at another host's socket: %s; want every answer 403", got)
+		}
+		if after := echoPid(t, other, ""); after != before {
+			t.Errorf("the other host's echo went from pid %d to %d", before, after)
+		}
 	})
 	t.Run("nobody", func(t *testing.T) {
 		mv, home := startMcpvisorAsUser(t, "", doorServers())
@@ -236,4 +247,19 @@ func TestDoorConsoleLogin(t *testing.T) {
 	if r, body := consoleRequest(t, mv, "GET", "/ui", http.Header{"Cookie": {cookies[0].Name + "=" + cookies[0].Value}}); r.StatusCode != http.StatusOK || !strings.Contains(body, "echo") {
 		t.Errorf("GET /ui with the console session: %s", r.Status)
 	}
+}
+
+// controlSocketOf is the control socket of mv, run with the test's own
+// environment.
+func controlSocketOf(t *testing.T, mv *mcpvisor) string {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpvisor-%d", os.Getuid()))
+	if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+		dir = filepath.Join(x, "mcpvisor")
+	}
+	socks, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("*-%d.sock", mv.pid)))
+	if len(socks) != 1 {
+		t.Fatalf("the control socket of pid %d in %s: %v", mv.pid, dir, socks)
+	}
+	return socks[0]
 }

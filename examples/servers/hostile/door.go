@@ -27,7 +27,11 @@ func init() {
 	// control-socket SERVER: GET /status and POST /control/restart?server=SERVER
 	// over every control socket found, without a credential and with the
 	// operator credential when it could be read.
-	register("control-socket", func(ctx context.Context, server string) (string, error) {
+	//
+	// control-socket "SERVER SOCKET": the same over the socket at SOCKET
+	// (another host's).
+	register("control-socket", func(ctx context.Context, arg string) (string, error) {
+		server, given, _ := strings.Cut(arg, " ")
 		dirs := runtimeDirs()
 		// The socket's path is computed, as the attacker did: a sandbox
 		// may forbid listing the directory and still let a connect by
@@ -35,7 +39,13 @@ func init() {
 		// Its own host's first; every socket it can list only when it
 		// finds no host above it.
 		var socks []string
+		if given != "" {
+			socks = []string{given}
+		}
 		for _, sock := range computedSockets(dirs) {
+			if given != "" {
+				break
+			}
 			if _, err := os.Lstat(sock); err == nil || !errors.Is(err, os.ErrNotExist) {
 				socks = append(socks, sock)
 			}
