@@ -129,6 +129,11 @@ type Host struct {
 	audit     *audit.Log
 	// console is the web console's state: recent calls, live streams (ui.go).
 	console *console
+	// door holds the local operator credential and refuses servers'
+	// processes at the operator endpoints (localsock.go).
+	door *door
+	// logins are the console's login codes and sessions (consolelogin.go).
+	logins *consoleLogins
 }
 
 // serverSet is an immutable snapshot of the running supervisors.
@@ -156,6 +161,8 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	o.logger = o.logger.With("replica", replica)
 	h := &Host{opts: o, logger: o.logger, replica: replica, draining: make(chan struct{}), drainPeriod: cfg.Host.Drain}
 	h.console = newConsole(cfg.Host.Console)
+	h.door = newDoor(o.operator)
+	h.logins = newConsoleLogins()
 	h.stopping = make(chan struct{})
 	h.callsCut, h.cutCalls = context.WithCancelCause(context.Background())
 	h.results = transport.NewResultBudget(cfg.Host.MaxInflightBytes)

@@ -95,7 +95,10 @@ func sendOver(req peerRequest) peerAnswer {
 func asNobody(t *testing.T, bin string, req peerRequest) peerAnswer {
 	t.Helper()
 	spec, _ := json.Marshal(req)
-	cmd := exec.Command(bin)
+	// setsid -f: a process in a session of its own whose parent has
+	// exited, so no longer below this test process — the host, which
+	// refuses its own descendants whatever their uid (localsock.go).
+	cmd := exec.Command("setsid", "-f", bin)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", peerRequestEnv + "=" + string(spec)}
 	cmd.Dir = filepath.Dir(bin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -144,7 +147,9 @@ func TestControlSocketRefusesAnotherUser(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &testutil.Buffer{}
-			h := settledHost(t, tc.src, host.WithLogger(hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})))
+			const operator = "the-local-operator-credential"
+			h := settledHost(t, tc.src, host.WithLogger(hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})),
+				host.WithLocalOperator(host.LocalOperator{Token: operator}))
 			sock := filepath.Join(pub, strings.ReplaceAll(tc.name, " ", "-")[:4]+".sock")
 			ln, err := net.Listen("unix", sock)
 			if err != nil {
@@ -182,13 +187,21 @@ func TestControlSocketRefusesAnotherUser(t *testing.T) {
 				t.Errorf("the refusal is not logged:\n%s", l)
 			}
 
-			// mcpvisor's own user (root here), no token: the local user,
-			// an operator (404: the server does not exist, not 401 or 403).
+			// mcpvisor's own user (root here) with the local operator
+			// credential: the local user, an operator (404: the server
+			// does not exist, not 401 or 403).
 			for path, want := range map[string]int{"/status": http.StatusOK, "/control/restart?server=nope": http.StatusNotFound} {
 				method := map[bool]string{true: "GET", false: "POST"}[path == "/status"]
-				if got := sendOver(peerRequest{Sock: sock, Method: method, Path: path}); got.Status != want {
-					t.Errorf("%s %s as uid %d without a token: %d %q %s; want %d", method, path, os.Geteuid(), got.Status, got.Body, got.Error, want)
+				if got := sendOver(peerRequest{Sock: sock, Method: method, Path: path, Authorization: "Bearer " + operator}); got.Status != want {
+					t.Errorf("%s %s as uid %d with the operator credential: %d %q %s; want %d", method, path, os.Geteuid(), got.Status, got.Body, got.Error, want)
 				}
+			}
+			// Without it the socket and the uid make no operator (docs/
+			// security.md, "The operator's door"): 401 on a host with
+			// auth, 403 from the operator endpoint of one without.
+			want := map[bool]int{true: http.StatusUnauthorized, false: http.StatusForbidden}[tc.auth]
+			if got := sendOver(peerRequest{Sock: sock, Method: "POST", Path: "/control/restart?server=nope"}); got.Status != want {
+				t.Errorf("POST /control/restart as uid %d without a credential: %d %q %s; want %d", os.Geteuid(), got.Status, got.Body, got.Error, want)
 			}
 			if !tc.auth {
 				return

@@ -1,18 +1,21 @@
 package host
 
 // The operator endpoints (docs/auth.md, "The operator endpoints";
-// docs/design.md §19): POST /control/revive, /control/restart and
-// /control/reload change what runs, and the web console /ui shows every
-// caller's recent calls and has the revive and restart buttons. They
-// answer operators only:
+// docs/design.md §19): POST /control/revive, /control/restart,
+// /control/reload and /control/console-login change what runs or open the
+// console, and the web console /ui shows every caller's recent calls and
+// has the revive and restart buttons. They answer operators only:
 //
-//   - a request over the control socket (the CLI on the same machine;
-//     only the local user can reach the socket, instances.go);
-//   - the shared token's caller (the token is the operator's secret, as it
-//     was before policies), the local user, and every caller of a host
-//     without auth (there the ingress admits anyone who reaches it);
+//   - the local operator credential's holder, the local user (the CLI
+//     sends it; the console's login turns into it; localsock.go);
+//   - the shared token's caller (the token is the operator's secret);
 //   - an OIDC subject when a policy that applies to it has
 //     operator = true (policy.Engine.Operator).
+//
+// A caller of a host without auth is none of those: anyone who reaches
+// the host may call /mcp and read /status, not operate it. And a request
+// from a process an mcpvisor host started is refused whatever it sent
+// (localsock.go), so a server that found a token is no operator either.
 //
 // Anyone else gets 403 with a JSON body saying what is missing; the
 // refusal is logged (warn) and counted in mcpvisor_policy_decisions_total
@@ -48,10 +51,11 @@ type OperatorRefusal struct {
 
 // isOperator decides whether r's caller may use the operator endpoints.
 func (h *Host) isOperator(r *http.Request) policy.Decision {
-	if overControlSocket(r) {
-		return policy.Decision{Allowed: true, Rule: "the control socket is the local user's"}
+	s := identity.FromContext(r.Context())
+	if s == nil {
+		return policy.Decision{Rule: "the caller sent no credential: on a host without auth too, the operator endpoints need the local operator credential (the CLI sends it over the control socket; `mcpvisor ui` opens the console), the shared token, or an OIDC operator"}
 	}
-	return h.policyEngine().Operator(identity.FromContext(r.Context()))
+	return h.policyEngine().Operator(s)
 }
 
 // operatorOnly serves next to operators only (see the note at the top of
@@ -61,6 +65,17 @@ func (h *Host) operatorOnly(next http.Handler) http.Handler {
 		d := h.isOperator(r)
 		s := identity.FromContext(r.Context())
 		if d.Allowed {
+			// Never a server's process, whatever credential it found
+			// (localsock.go). Over the control socket the ingress has
+			// refused one already; over TCP the kernel's socket tables
+			// say who holds the connection's far end.
+			if why := h.door.serverPeer(r); why != "" {
+				h.telemetry.PolicyDecision(decisionOperatorDenied, "")
+				h.logger.Named("http").Warn("operator endpoint refused: the caller is a process mcpvisor started",
+					"method", r.Method, "path", r.URL.Path, "subject", callerSelector(s), "reason", why, "remote", r.RemoteAddr)
+				refuseServer(w, why)
+				return
+			}
 			if r.Method == http.MethodPost {
 				// Who changed what runs, for the log reader (the audit
 				// log records calls, not operations).
@@ -81,15 +96,6 @@ func (h *Host) operatorOnly(next http.Handler) http.Handler {
 			Rule:  d.Rule,
 		})
 	})
-}
-
-// overControlSocket reports whether r came over a unix socket — the
-// control socket, whose directory and peer checks admit only the local
-// user (cli/instances.go) — from a peer not known to run as another user
-// (localsock.go).
-func overControlSocket(r *http.Request) bool {
-	_, foreign := foreignPeer(r)
-	return overUnixSocket(r) && !foreign
 }
 
 // callerSelector names s the way a policy's subjects would: sub:ID for an

@@ -54,7 +54,8 @@ policy "analysts" {
 		{"an OIDC subject without operator", alice, tcp, http.StatusForbidden},
 		{"an OIDC subject with operator", oncall, tcp, http.StatusOK},
 		{"the shared token", &identity.Subject{Via: identity.ViaToken}, tcp, http.StatusOK},
-		{"an OIDC subject over the control socket", alice, socket, http.StatusOK},
+		// The socket makes no operator (localsock.go).
+		{"an OIDC subject over the control socket", alice, socket, http.StatusForbidden},
 	} {
 		served = false
 		r := httptest.NewRequest("POST", "http://127.0.0.1:8811/control/restart?server=x", nil)
@@ -79,9 +80,9 @@ policy "analysts" {
 	}
 
 	// Over the control socket from a peer the kernel says runs as another
-	// user (localsock.go): the socket makes no operator of it, whatever
-	// its subject; from mcpvisor's own uid it does.
-	for peer, want := range map[int]int{65534: http.StatusForbidden, os.Geteuid(): http.StatusOK} {
+	// user or as mcpvisor's own (localsock.go): the socket makes no
+	// operator of it, whatever its uid.
+	for peer, want := range map[int]int{65534: http.StatusForbidden, os.Geteuid(): http.StatusForbidden} {
 		served = false
 		r := httptest.NewRequest("POST", "http://mcpvisor/control/restart?server=x", nil)
 		ctx := context.WithValue(identity.NewContext(r.Context(), alice), http.LocalAddrContextKey, net.Addr(socket))

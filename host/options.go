@@ -21,6 +21,7 @@ type options struct {
 	tokenStore string
 	noMetrics  bool
 	tracer     trace.TracerProvider
+	operator   LocalOperator
 }
 
 // WithLogger sets the host's logger. Default: a null logger.
@@ -87,4 +88,30 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // flush the spans still buffered.
 func TracerProviderFromEnv(ctx context.Context) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
 	return telemetry.TracingFromEnv(ctx, Version)
+}
+
+// LocalOperator is how the local user proves at the host's door that it
+// is the operator (docs/auth.md, "The operator credential"): a secret the
+// user can read and no server can, sent as the bearer token. `mcpvisor
+// run` keeps it in a file of the user's runtime directory (0600, in the
+// 0700 directory of the control sockets), and the CLI sends it over the
+// control socket.
+type LocalOperator struct {
+	// Token is the operator credential: a request whose bearer token it
+	// is, is the local user and an operator — unless it comes from a
+	// process an mcpvisor host started. "": no local operator; the
+	// operator endpoints answer the host block's token and OIDC
+	// operators only.
+	Token string
+	// OtherHosts returns the pids of the user's other mcpvisor hosts: a
+	// process one of them started is refused like one this host started.
+	// nil: this host's own processes only.
+	OtherHosts func() []int
+}
+
+// WithLocalOperator sets the local operator's credential. Without it, no
+// request is the local user by its uid or by the socket it reached: a
+// process mcpvisor started is never its operator (docs/security.md).
+func WithLocalOperator(op LocalOperator) Option {
+	return func(o *options) { o.operator = op }
 }

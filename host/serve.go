@@ -105,10 +105,11 @@ func configPath(filename string) string {
 //     `mcpvisor revive`, `restart`, `add` and `remove` ask of a running host;
 //   - /ui and /ui/events: the web console (docs/operations.md, "Web console").
 //
-// The control endpoints and the console answer operators only: a request
-// over the control socket, the shared token's caller, and an OIDC subject
-// a policy with operator = true applies to (operator.go, docs/auth.md);
-// anyone else gets 403.
+// The control endpoints and the console answer operators only: the local
+// operator credential's holder (WithLocalOperator), the shared token's
+// caller, and an OIDC subject a policy with operator = true applies to
+// (operator.go, docs/auth.md) — and never a process a host started
+// (localsock.go); anyone else gets 403, on a host without auth too.
 //
 // Every request first passes the ingress checks — a request that reached
 // a loopback address must name a loopback Host (DNS rebinding), a
@@ -121,10 +122,10 @@ func configPath(filename string) string {
 // /.well-known/oauth-protected-resource[/mcp]. The one exception to the
 // token: a GET of /healthz or /readyz without an Authorization header (an
 // orchestrator's probe) gets the status code and a body without details,
-// and skips the middlewares. A request over a unix socket served by Serve
-// without an Authorization header is the local user when the kernel says
-// its peer runs as mcpvisor's uid or root, and 403 from another uid
-// (localsock.go).
+// and skips the middlewares. A request whose bearer token is the local
+// operator credential is the local user. Over a unix socket served by
+// Serve, a peer that is a server's process gets 403 on every path, and
+// one of another uid without a token too (localsock.go).
 func (h *Host) Handler() http.Handler {
 	h.handlerOnce.Do(func() {
 		mux := http.NewServeMux()
@@ -161,6 +162,8 @@ func (h *Host) Handler() http.Handler {
 		mux.Handle("POST /control/restart", h.operatorOnly(h.control(h.Restart)))
 		// `mcpvisor add` and `remove` (reloadcontrol.go).
 		mux.Handle("POST /control/reload", h.operatorOnly(http.HandlerFunc(h.serveReload)))
+		// `mcpvisor ui`: a one-time login code for the console (consolelogin.go).
+		mux.Handle("POST /control/console-login", h.operatorOnly(http.HandlerFunc(h.serveConsoleLoginCode)))
 		h.mountConsole(mux) // the web console at /ui (ui.go), operators only
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 			h.readyzAsked.Store(true)
@@ -196,14 +199,14 @@ func (h *Host) Handler() http.Handler {
 		hostCfg := h.servers.Load().cfg.Host
 		in := newIngress(hostCfg.BearerToken, h.logger.Named("http"), next)
 		in.probes = http.HandlerFunc(h.serveProbe)
-		in.local = func() *identity.Subject { return h.policyEngine().Local() }
+		in.door = h.door
 		in.localUser = func() *identity.Subject {
 			return cmp.Or(h.policyEngine().Local(), policy.LocalSubject(h.servers.Load().cfg.Host.StdioSubject))
 		}
 		if o := hostCfg.OIDC; o != nil {
 			in.withOIDC(identity.NewOIDC(*o))
 		}
-		h.handler = h.inFlight.counted(consoleAuth(hostCfg.BearerToken, in))
+		h.handler = h.inFlight.counted(h.consoleAuth(hostCfg.BearerToken, in))
 	})
 	return h.handler
 }
@@ -467,15 +470,12 @@ type ingress struct {
 	// streamable handler binds a session to the user that opened it and
 	// passes the TokenInfo to every request's handler (gateway).
 	authed http.Handler
-	// local, when set, is the local user's subject (nil without policy
-	// blocks): the caller of a request over the control socket of a host
-	// without auth, which only the local user can reach (docs/auth.md).
-	local func() *identity.Subject
-	// localUser, when set, is the local user's subject, with or without
-	// policy blocks: the caller of a token-less request over the control
-	// socket of a host with auth, from a peer of mcpvisor's uid
-	// (localsock.go).
+	// localUser, when set, is the local user's subject: the caller of a
+	// request that carries the local operator credential (localsock.go).
 	localUser func() *identity.Subject
+	// door holds the local operator credential and tells a server's
+	// process from the operator (localsock.go).
+	door *door
 }
 
 func newIngress(token string, logger interface{ Warn(string, ...any) }, next http.Handler) *ingress {
@@ -535,17 +535,19 @@ func (in *ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.metadata.ServeHTTP(w, r)
 		return
 	}
-	if in.refuseForeignPeer(w, r) {
+	// The operator's door (localsock.go): a server's process is refused
+	// on the control socket whatever it sends; the local operator
+	// credential makes the local user.
+	if in.refuseServerPeer(w, r) || in.refuseForeignPeer(w, r) {
+		return
+	}
+	if in.serveOperator(w, r) {
 		return
 	}
 	if !in.needToken && in.oidc == nil {
-		if s := in.localCaller(r); s != nil {
-			r = r.WithContext(identity.NewContext(r.Context(), s))
-		}
+		// A host without auth admits every caller that reaches it as
+		// anonymous; the operator endpoints refuse anonymous callers.
 		in.next.ServeHTTP(w, r)
-		return
-	}
-	if in.serveLocalUser(w, r) {
 		return
 	}
 	if in.probes != nil && isProbe(r) {

@@ -292,6 +292,7 @@ func (h *Host) mountConsole(mux *http.ServeMux) {
 	mux.Handle("GET /ui", h.operatorOnly(http.HandlerFunc(h.serveConsole)))
 	mux.Handle("GET /ui/{$}", h.operatorOnly(http.HandlerFunc(h.serveConsole)))
 	mux.Handle("GET /ui/events", h.operatorOnly(http.HandlerFunc(h.serveConsoleEvents)))
+	mux.Handle("GET /ui/login", h.operatorOnly(http.HandlerFunc(h.serveConsoleLogin)))
 }
 
 func (h *Host) serveConsole(w http.ResponseWriter, r *http.Request) {
@@ -399,24 +400,34 @@ func consoleCredential(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// consoleAuth lets a browser use the console on a host with a bearer
-// token (see the note at the top of this file). It only ever adds the
-// host's own token to a request that proved it knows it; the ingress
-// still checks everything else.
-func consoleAuth(token string, next http.Handler) http.Handler {
-	if token == "" {
-		return next
+// consoleAuth lets a browser use the console (see the note at the top of
+// this file and consolelogin.go). It only ever adds a credential to a
+// request that proved it may have it — the shared token's own value or
+// cookie, a good login code, a live session's cookie; the ingress and the
+// operator check still check everything else.
+func (h *Host) consoleAuth(token string, next http.Handler) http.Handler {
+	want := ""
+	if token != "" {
+		want = consoleCredential(token)
 	}
-	want := consoleCredential(token)
+	operator := h.opts.operator.Token
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" && consolePath(r) {
 			proof := ""
-			if q := r.URL.Query().Get("token"); q != "" && r.Method == http.MethodGet && r.URL.Path == "/ui" && loopbackRemote(r) {
+			c, cerr := r.Cookie(consoleCookie)
+			switch {
+			case r.Method == http.MethodGet && r.URL.Path == "/ui/login" && operator != "":
+				if session, ok := h.logins.redeem(r.URL.Query().Get("code")); ok {
+					proof = operator
+					r = r.WithContext(context.WithValue(r.Context(), consoleSessionKey{}, session))
+				}
+			case token != "" && r.URL.Query().Get("token") != "" && r.Method == http.MethodGet && r.URL.Path == "/ui" && loopbackRemote(r):
 				// The query's token itself: the ingress compares it.
-				proof = q
-			} else if c, err := r.Cookie(consoleCookie); err == nil &&
-				subtle.ConstantTimeCompare([]byte(c.Value), []byte(want)) == 1 {
+				proof = r.URL.Query().Get("token")
+			case cerr == nil && want != "" && subtle.ConstantTimeCompare([]byte(c.Value), []byte(want)) == 1:
 				proof = token
+			case cerr == nil && operator != "" && h.logins.live(c.Value):
+				proof = operator
 			}
 			if proof != "" {
 				r = r.Clone(r.Context())

@@ -69,12 +69,13 @@ func TestConsoleShowsSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(cfg)
+	h, err := New(cfg, WithLocalOperator(LocalOperator{Token: "operator"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := httptest.NewRequest("GET", "http://127.0.0.1:8811/ui", nil)
 	r.RemoteAddr = "127.0.0.1:40000"
+	r.Header.Set("Authorization", "Bearer operator")
 	w := httptest.NewRecorder()
 	h.Handler().ServeHTTP(w, r)
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "landlock: read 0, write 0; net none") {

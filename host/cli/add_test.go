@@ -26,6 +26,23 @@ const addHangGuard = 90 * time.Second
 
 // addEnv is a private XDG_RUNTIME_DIR (control sockets) and HOME for the
 // mcpvisor processes of one test, plus extra variables.
+// operatorTokenIn is the local operator credential of the hosts run
+// under env (addEnv's runtime directory).
+func operatorTokenIn(t *testing.T, env []string) string {
+	t.Helper()
+	for _, kv := range env {
+		if rt, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
+			b, err := os.ReadFile(filepath.Join(rt, "mcpvisor", "operator-token"))
+			if err != nil {
+				t.Fatalf("the operator credential: %v", err)
+			}
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatal("no XDG_RUNTIME_DIR in the environment")
+	return ""
+}
+
 func addEnv(t *testing.T, extra ...string) []string {
 	t.Helper()
 	rt, err := os.MkdirTemp("", "mv-rt-") // short: a unix socket path has ~100 bytes
@@ -312,7 +329,11 @@ func TestReloadEndpointRefusesInvalidFile(t *testing.T) {
 	startRun(t, env, path, addr)
 	reload := func() (int, string) {
 		t.Helper()
-		resp, err := http.Post("http://"+addr+"/control/reload", "", nil)
+		// An operator: the local operator credential the host made in
+		// its runtime directory (operator.go).
+		req, _ := http.NewRequest("POST", "http://"+addr+"/control/reload", nil)
+		req.Header.Set("Authorization", "Bearer "+operatorTokenIn(t, env))
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

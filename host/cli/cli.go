@@ -119,6 +119,8 @@ func dispatch(cmd string, rest []string, stdio IO) int {
 		return removeCmd(rest, stdio)
 	case "client":
 		return clientCmd(rest, stdio)
+	case "ui":
+		return uiCmd(rest, stdio)
 	case "login":
 		return loginCmd(rest, stdio)
 	case "logout":

@@ -26,7 +26,7 @@ type command struct {
 }
 
 // commandOrder is the order `mcpvisor help` lists the commands in.
-var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "add", "remove", "import", "client", "login", "logout", "secret", "sandbox", "plugins", "policy", "completion", "version", "help"}
+var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "ui", "add", "remove", "import", "client", "login", "logout", "secret", "sandbox", "plugins", "policy", "completion", "version", "help"}
 
 // commands describes every command; Run dispatches them.
 var commands = map[string]command{
@@ -78,6 +78,15 @@ var commands = map[string]command{
 		args:     "SERVER  the server block's name, as `mcpvisor status` lists it",
 		about:    "The new process starts beside the old one, which finishes its calls in flight.",
 		examples: []string{"mcpvisor restart github"},
+	},
+	"ui": {
+		summary:  "open the web console of the running host, logged in",
+		synopsis: "mcpvisor ui [-config FILE] [-print]",
+		about: "Asks the host serving the config, over its control socket, for a one-time login address of\n" +
+			"its console (/ui on host.listen) and opens it in the browser, or prints it when there is no\n" +
+			"browser to open or with -print. The address works once, for five minutes; the browser keeps\n" +
+			"a console session (an HttpOnly, SameSite=Strict cookie) for twelve hours.",
+		examples: []string{"mcpvisor ui", "mcpvisor ui -print"},
 	},
 	"add": {
 		summary:  "add a server to the configuration and to the running hosts",

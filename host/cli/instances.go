@@ -16,10 +16,11 @@ The directory is created 0700; the key is a hash of the config file's
 absolute path, so the sockets of one config are found by a glob, and the
 pid says which process owns each (a socket whose process is gone is stale
 and removed). The socket is behind the same ingress as the TCP listener:
-a request with a token is authenticated as over TCP. One without is the
-local user, even on a host with auth (a host with only oidc has no token
-for the CLI to send), but only once the host has asked the kernel who
-connected and found its own uid or root (host/localsock.go).
+a request with a token is authenticated as over TCP. Reaching the socket
+proves nothing — a server mcpvisor started runs as the user too — so the
+CLI sends the local operator credential (operator.go) unless a token was
+given, and the host refuses a peer that is a server's process whatever
+it sends (host/localsock.go).
 
 Local trust (docs/security.md, "Local trust"): $TMPDIR is shared, so
 another local user can create mcpvisor-<uid> before we do and plant a
@@ -206,6 +207,16 @@ func runningHosts(path, token string) ([]target, error) {
 		alive = append(alive, found{pid, sock})
 	}
 	sort.Slice(alive, func(i, j int) bool { return alive[i].pid < alive[j].pid })
+	// Over the control socket the CLI proves it is the operator with the
+	// local credential (operator.go); a token given or configured goes
+	// instead, as over TCP.
+	if token == "" && len(alive) > 0 {
+		tok, err := readOperatorToken(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		token = tok
+	}
 	var out []target
 	for _, f := range alive {
 		out = append(out, target{

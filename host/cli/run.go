@@ -54,6 +54,15 @@ func runCmd(args []string, stdio IO) int {
 	defer signal.Stop(hup)
 
 	opts := []host.Option{host.WithLogger(logger)}
+	// The local operator credential (operator.go): what makes the CLI,
+	// and never a server, the operator.
+	if dir, err := makeRuntimeDir(); err != nil {
+		logger.Warn("no local operator credential: the CLI cannot operate this host over its control socket, nor open the console without a token", "error", err)
+	} else if tok, err := ensureOperatorToken(dir); err != nil {
+		logger.Warn("no local operator credential: the CLI cannot operate this host over its control socket, nor open the console without a token", "error", err)
+	} else {
+		opts = append(opts, host.WithLocalOperator(host.LocalOperator{Token: tok, OtherHosts: func() []int { return hostPids(dir) }}))
+	}
 	tp, shutdownTracing, err := host.TracerProviderFromEnv(ctx)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: tracing: %v\n", err)
@@ -120,6 +129,7 @@ func runCmd(args []string, stdio IO) int {
 	httpDone := make(chan struct{})
 	if ln != nil {
 		logger.Info("serving streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
+		printConsoleLogin(stdio.Stderr, h, ln.Addr().String())
 		go func() {
 			defer close(httpDone)
 			if err := h.Serve(serveCtx, ln); err != nil {

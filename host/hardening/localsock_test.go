@@ -52,8 +52,8 @@ func TestControlSocketLocalUserWithOIDCOnly(t *testing.T) {
 	if next, _ := echoStatus(t, mv, jwt); next == pid {
 		t.Errorf("mcpvisor restart echo: the pid is still %d", pid)
 	}
-	if !strings.Contains(mv.stderr.String(), "operator request") || !strings.Contains(mv.stderr.String(), "the control socket is the local user's") {
-		t.Errorf("the host's log has no operator request allowed by the control socket:\n%s", tail(mv.stderr.String(), 2000))
+	if !strings.Contains(mv.stderr.String(), "operator request") || !strings.Contains(mv.stderr.String(), `allowed_by="the local user is an operator"`) {
+		t.Errorf("the host's log has no operator request allowed as the local user (the CLI's operator credential):\n%s", tail(mv.stderr.String(), 2000))
 	}
 
 	// The call's audit line names the local user.

@@ -150,6 +150,10 @@ func tryStartMcpvisor(t *testing.T, cred *syscall.Credential, env []string, host
 	// A host attribute that must name the host's own address (the oidc
 	// audience) writes @ADDR@.
 	hostAttrs = strings.ReplaceAll(hostAttrs, "@ADDR@", addr)
+	// A server block that must name the host's port (a sandbox's connect
+	// list) writes @PORT@.
+	_, port, _ := net.SplitHostPort(addr)
+	servers = strings.ReplaceAll(servers, "@PORT@", port)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.hcl")
 	if err := os.WriteFile(path, []byte(hostConfig(addr, hostAttrs, servers)), 0o600); err != nil {

@@ -6,10 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func peerUID(fd int) (int, error) {
+func peerOf(fd int) (Peer, error) {
 	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return 0, fmt.Errorf("SO_PEERCRED: %w", err)
+		return Peer{}, fmt.Errorf("SO_PEERCRED: %w", err)
 	}
-	return int(cred.Uid), nil
+	return Peer{UID: int(cred.Uid), PID: int(cred.Pid)}, nil
 }

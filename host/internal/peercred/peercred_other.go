@@ -2,4 +2,4 @@
 
 package peercred
 
-func peerUID(int) (int, error) { return 0, ErrUnsupported }
+func peerOf(int) (Peer, error) { return Peer{}, ErrUnsupported }
