@@ -8,10 +8,14 @@ package host
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/audit"
 	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 )
@@ -27,7 +31,8 @@ func (h *Host) setPolicies(cfg *config.Config) bool {
 // policyEngine is the policies in force (nil: none).
 func (h *Host) policyEngine() *policy.Engine { return h.policy.Load() }
 
-// onVerdict counts a policy decision and audits a refusal.
+// onVerdict counts a policy decision and audits a refusal: of a call, a
+// completion or a subscription.
 func (h *Host) onVerdict(_ context.Context, v *gateway.Verdict) {
 	decision, name := "allow", v.Decision.Policy
 	switch {
@@ -42,6 +47,9 @@ func (h *Host) onVerdict(_ context.Context, v *gateway.Verdict) {
 		return
 	}
 	r := audit.Refusal{Time: v.Start, Server: v.Server, Method: v.Method, Name: v.Original, Policy: name}
+	if v.Method == "completion/complete" {
+		r.Kind = v.Kind.String() // what the completion's reference names
+	}
 	if r.Name == "" {
 		r.Name = v.Name
 	}
@@ -56,5 +64,20 @@ func (h *Host) onVerdict(_ context.Context, v *gateway.Verdict) {
 	}
 	if err := h.audit.RecordRefusal(r, v.Subject); err != nil {
 		h.logger.Error("audit log write failed for a refused call", "path", h.audit.Path(), "error", err)
+	}
+}
+
+// auditSessionRefusal audits a new session refused at a session cap
+// (sessionCap): limit names the bound (max_sessions,
+// max_sessions_per_subject), n its value.
+func (h *Host) auditSessionRefusal(r *http.Request, who *identity.Subject, limit string, n int) {
+	if h.audit == nil {
+		return
+	}
+	rule := fmt.Sprintf("%s = %d", limit, n)
+	ref := audit.Refusal{Time: time.Now(), Method: "initialize", Outcome: "session_limit", Rule: rule,
+		Error: fmt.Sprintf("a new session refused for %s: %s, and every session that bound counts has a request in flight or a stream open", callerSelector(who), rule)}
+	if err := h.audit.RecordRefusal(ref, who); err != nil {
+		h.logger.Error("audit log write failed for a refused session", "path", h.audit.Path(), "error", err)
 	}
 }

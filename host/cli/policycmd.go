@@ -165,7 +165,11 @@ func callerOf(claims []string, stdioSubject string) (*identity.Subject, error) {
 		case config.SubjectID:
 			s.ID = value
 		case config.SubjectEmail:
-			s.Email = value
+			// A claim the check describes is one the provider verified
+			// (email_verified); an unverified email matches no email:
+			// selector on the host (docs/auth.md).
+			verified := true
+			s.Email, s.EmailVerified = value, &verified
 		case config.SubjectGroup:
 			s.Groups = append(s.Groups, value)
 		case config.SubjectClient:
