@@ -521,7 +521,7 @@ func (in *ingress) withOIDC(o *identity.OIDC) {
 		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 			Resource:               resourceURL(o.Audience(), r),
 			AuthorizationServers:   []string{o.Issuer()},
-			ScopesSupported:        o.Scopes(),
+			ScopesSupported:        o.ScopesSupported(),
 			BearerMethodsSupported: []string{"header"},
 			ResourceName:           "mcpvisor",
 		}).ServeHTTP(w, r)
