@@ -352,7 +352,14 @@ func (h *Host) sessionCap(next http.Handler) http.Handler {
 			return
 		}
 		who := identity.FromContext(r.Context())
-		err := h.gateway.AdmitSession(max, perSubject, who.Caller())
+		// The per-subject bound is for the subjects a provider tells
+		// apart; every holder of the shared token, every anonymous caller
+		// of a host without auth is one caller, bounded by max_sessions.
+		mine := 0
+		if who != nil && who.Via == identity.ViaOIDC {
+			mine = perSubject
+		}
+		err := h.gateway.AdmitSession(max, mine, who.Caller())
 		if err == nil {
 			next.ServeHTTP(w, r)
 			return

@@ -58,9 +58,8 @@ const (
 	// DefaultMaxSessions bounds the downstream HTTP sessions open at once.
 	DefaultMaxSessions = 10000
 	// DefaultMaxSessionsPerSubject bounds the downstream HTTP sessions of
-	// one subject (every holder of the shared token is one subject, and so
-	// are all anonymous callers): far more than one client needs, and a
-	// hundredth of DefaultMaxSessions, so one subject cannot take them all.
+	// one OIDC subject: far more than one client needs, and a hundredth of
+	// DefaultMaxSessions, so one subject cannot take them all.
 	DefaultMaxSessionsPerSubject = 100
 
 	// DefaultMaxPendingRequests bounds the sampling, elicitation and roots
@@ -208,7 +207,8 @@ type Host struct {
 	MaxSessions int
 
 	// MaxSessionsPerSubject bounds the downstream HTTP sessions of one
-	// subject (identity.Subject.Caller): at it, the subject's own least
+	// OIDC subject (every holder of the shared token, and every anonymous
+	// caller, is one caller that only MaxSessions bounds): at it, the subject's own least
 	// recently used idle session makes room, and with none idle its new
 	// session is refused with HTTP 429 while other subjects still get
 	// theirs. Zero means DefaultMaxSessionsPerSubject.
