@@ -112,13 +112,6 @@ func (g *Gateway) policies(next mcp.MethodHandler) mcp.MethodHandler {
 					return nil, err
 				}
 			}
-		case *mcp.SubscribeRequest:
-			// Decided, never rate limited: a subscription is no call.
-			if r.Params != nil {
-				if err := g.decideOnly(ctx, e, who, ss, method, policy.Resource, r.Params.URI); err != nil {
-					return nil, err
-				}
-			}
 		case *mcp.CompleteRequest:
 			if r.Params != nil && r.Params.Ref != nil {
 				kind, name := policy.Prompt, r.Params.Ref.Name
@@ -135,6 +128,9 @@ func (g *Gateway) policies(next mcp.MethodHandler) mcp.MethodHandler {
 		if who != nil && identity.FromContext(ctx) == nil {
 			ctx = identity.NewContext(ctx, who)
 		}
+		// The handlers that decide for themselves (subscribe) get the
+		// caller decided here, an anonymous one included.
+		ctx = context.WithValue(ctx, callerKey{}, callerOfRequest{who})
 		res, err := next(ctx, method, req)
 		if err != nil {
 			return res, err
@@ -161,6 +157,29 @@ func (g *Gateway) policies(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return res, err
 	}
+}
+
+// callerKey is the context key of the caller the policies middleware
+// found for a request (callerOfRequest).
+type callerKey struct{}
+
+// callerOfRequest is the caller of a request, nil for an anonymous one.
+type callerOfRequest struct{ s *identity.Subject }
+
+// decideSubscription applies the policies to a subscription: decided,
+// never rate limited (a subscription is no call), audited when refused.
+func (g *Gateway) decideSubscription(ctx context.Context, req *mcp.SubscribeRequest) error {
+	e := g.policyEngine()
+	if e == nil || req.Params == nil {
+		return nil
+	}
+	var who *identity.Subject
+	if c, ok := ctx.Value(callerKey{}).(callerOfRequest); ok {
+		who = c.s
+	} else {
+		who = subjectOf(ctx, req, e)
+	}
+	return g.decideOnly(ctx, e, who, req.Session, "resources/subscribe", policy.Resource, req.Params.URI)
 }
 
 // admit decides a call of who to name, takes it from the rate limits when

@@ -22,7 +22,7 @@ func TestDenyFoldsNames(t *testing.T) {
 		{"weird__Delete", nil},
 		{"weird__DELETE_all", nil},
 		{"weird__d_lete", []string{"weird__d\u0435lete", "weird__d_lete"}}, // Cyrillic е
-		{"weird__ｄｅｌｅｔｅ", nil},                                           // fullwidth
+		{"weird__ｄｅｌｅｔｅ", nil},                                             // fullwidth
 		{"weird__del_ete_6c9d4b77", []string{"weird__del/ete", "weird__del_ete"}},
 	} {
 		if d := e.Decide(who, Tool, tc.name, tc.aliases...); d.Allowed {
