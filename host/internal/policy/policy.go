@@ -73,6 +73,7 @@ type Engine struct {
 	policies []*config.Policy
 	local    *identity.Subject
 	limits   *Limiters
+	globs    map[string]string // every glob of the policies, folded (foldGlob)
 }
 
 // New compiles the policies of a configuration. stdioSubject names the
@@ -87,7 +88,16 @@ func New(policies []*config.Policy, stdioSubject string, limiters *Limiters) *En
 	if limiters == nil {
 		limiters = NewLimiters(0)
 	}
-	return &Engine{policies: slices.Clone(policies), local: LocalSubject(stdioSubject), limits: limiters}
+	e := &Engine{policies: slices.Clone(policies), local: LocalSubject(stdioSubject), limits: limiters, globs: map[string]string{}}
+	for _, p := range policies {
+		for _, g := range slices.Concat(p.Tools, p.Prompts, p.Resources, p.Deny) {
+			e.globs[g] = foldGlob(g)
+		}
+		for _, rt := range p.ToolRates {
+			e.globs[rt.Match] = foldGlob(rt.Match)
+		}
+	}
+	return e
 }
 
 // LocalSubject is the caller of stdio and library calls: the local user,
@@ -230,10 +240,9 @@ func foldGlob(g string) string {
 	return b.String()
 }
 
-// matchName reports whether glob g matches any of names (folded with
-// Fold; the glob with foldGlob).
-func matchName(kind Kind, g string, names []string) bool {
-	fg := foldGlob(g)
+// matchFolded reports whether the folded glob fg (foldGlob) matches any
+// of names (folded with Fold).
+func matchFolded(kind Kind, fg string, names []string) bool {
 	for _, n := range names {
 		if Match(kind, fg, n) {
 			return true
@@ -280,7 +289,7 @@ func (e *Engine) Decide(s *identity.Subject, kind Kind, name string, aliases ...
 	if e == nil {
 		return Decision{Allowed: true}
 	}
-	return decide(e.applying(s), s, kind, name, foldAll(name, aliases))
+	return e.decide(e.applying(s), s, kind, name, foldAll(name, aliases))
 }
 
 // Visible returns what s may see of kind, for filtering a list: the
@@ -291,21 +300,31 @@ func (e *Engine) Visible(s *identity.Subject, kind Kind) func(name string, alias
 	}
 	ps := e.applying(s)
 	return func(name string, aliases ...string) bool {
-		return decide(ps, s, kind, name, foldAll(name, aliases)).Allowed
+		return e.decide(ps, s, kind, name, foldAll(name, aliases)).Allowed
 	}
 }
 
-func decide(ps []*config.Policy, s *identity.Subject, kind Kind, name string, folded []string) Decision {
+// match reports whether the policies' glob g matches any of the folded
+// names.
+func (e *Engine) match(kind Kind, g string, folded []string) bool {
+	fg, ok := e.globs[g]
+	if !ok {
+		fg = foldGlob(g)
+	}
+	return matchFolded(kind, fg, folded)
+}
+
+func (e *Engine) decide(ps []*config.Policy, s *identity.Subject, kind Kind, name string, folded []string) Decision {
 	for _, p := range ps {
 		for _, g := range p.Deny {
-			if matchName(kind, g, folded) {
+			if e.match(kind, g, folded) {
 				return Decision{Policy: p.Name, Rule: fmt.Sprintf("policy %q deny %q", p.Name, g)}
 			}
 		}
 	}
 	for _, p := range ps {
 		for _, g := range allows(p, kind) {
-			if matchName(kind, g, folded) {
+			if e.match(kind, g, folded) {
 				return Decision{Allowed: true, Policy: p.Name, Rule: fmt.Sprintf("policy %q %s %q", p.Name, kind.attribute(), g)}
 			}
 		}
@@ -365,7 +384,7 @@ func (e *Engine) Admit(s *identity.Subject, kind Kind, name string, now time.Tim
 			if folded == nil {
 				folded = foldAll(name, aliases)
 			}
-			if matchName(kind, rt.Match, folded) {
+			if e.match(kind, rt.Match, folded) {
 				keys = append(keys, bucketKey{policy: p.Name, rate: *rt})
 				rates, who = append(rates, rt), append(who, p)
 			}
@@ -398,7 +417,7 @@ func (e *Engine) Explain(s *identity.Subject, kind Kind, name string, aliases ..
 			limits = append(limits, fmt.Sprintf("policy %q rate: %d calls a minute per subject (burst %d)", p.Name, p.Rate.CallsPerMinute, p.Rate.BurstOrDefault()))
 		}
 		for _, rt := range p.ToolRates {
-			if matchName(kind, rt.Match, folded) {
+			if e.match(kind, rt.Match, folded) {
 				limits = append(limits, fmt.Sprintf("policy %q rate %q: %d calls a minute per subject, over every %s it matches (burst %d)", p.Name, rt.Match, rt.CallsPerMinute, kind, rt.BurstOrDefault()))
 			}
 		}
