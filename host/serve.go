@@ -82,6 +82,11 @@ type ExposedTool struct {
 	Server      string `json:"server"`
 	Original    string `json:"original"`
 	Description string `json:"description,omitempty"`
+	// RenamedFrom is the name the tool was exposed under when the
+	// policies in force were loaded, when it has changed since (a clash
+	// suffix came or went): a policy glob written for the old name may
+	// not mean it any more (`mcpvisor policy check` reports it).
+	RenamedFrom string `json:"renamed_from,omitempty"`
 }
 
 // configPath is the absolute path of the file cfg came from.
@@ -147,10 +152,11 @@ func (h *Host) Handler() http.Handler {
 			// Filtered like tools/list: the caller's policies (docs/auth.md).
 			visible := h.policyEngine().Visible(identity.FromContext(r.Context()), policy.Tool)
 			for _, t := range h.registry.Tools() {
+				renamed := h.policyNames.renamedFrom(t.Server, t.Original, t.Tool.Name)
 				if !visible(t.Tool.Name, registry.Aliases(t.Full)...) {
 					continue
 				}
-				tools = append(tools, ExposedTool{Name: t.Tool.Name, Server: t.Server, Original: t.Original, Description: t.Tool.Description})
+				tools = append(tools, ExposedTool{Name: t.Tool.Name, Server: t.Server, Original: t.Original, Description: t.Tool.Description, RenamedFrom: renamed})
 			}
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(tools)
