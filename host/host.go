@@ -79,6 +79,9 @@ type Host struct {
 	// reloads (policy.go).
 	policy   atomic.Pointer[policy.Engine]
 	limiters *policy.Limiters
+	// policyNames are the tools' names as of the policies in force, to
+	// tell a tool renamed since (policy.go).
+	policyNames toolNames
 
 	// draining is closed by Drain; drainPeriod is the host block's drain.
 	draining    chan struct{}

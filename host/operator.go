@@ -20,18 +20,22 @@ package host
 // Anyone else gets 403 with a JSON body saying what is missing; the
 // refusal is logged (warn) and counted in mcpvisor_policy_decisions_total
 // as decision "operator_denied" (one label value: no subject label).
-// /status, /tools and /metrics are read-only and stay open to every
-// caller the ingress admits, but /status leaves out, for a caller who is
-// not an operator, what other callers' calls left behind (the last call
-// error of each server).
+// Every POST (carried out or failed) and every refusal is written to the
+// audit log with the subject (audit.Operation). /status, /tools and
+// /metrics are read-only and stay open to every caller the ingress
+// admits, but /status shows a caller who is not an operator no more than
+// readiness: each server's name, state and own last error.
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
+	"strings"
 	"time"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/audit"
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 )
@@ -70,21 +74,26 @@ func (h *Host) operatorOnly(next http.Handler) http.Handler {
 			// refused one already; over TCP the kernel's socket tables
 			// say who holds the connection's far end.
 			if why := h.door.serverPeer(r); why != "" {
+				h.auditOperation(r, s, d, http.StatusForbidden, why)
 				h.telemetry.PolicyDecision(decisionOperatorDenied, "")
 				h.logger.Named("http").Warn("operator endpoint refused: the caller is a process mcpvisor started",
 					"method", r.Method, "path", r.URL.Path, "subject", callerSelector(s), "reason", why, "remote", r.RemoteAddr)
 				refuseServer(w, why)
 				return
 			}
-			if r.Method == http.MethodPost {
-				// Who changed what runs, for the log reader (the audit
-				// log records calls, not operations).
-				h.logger.Named("http").Info("operator request", "path", r.URL.Path, "server", r.URL.Query().Get("server"),
-					"subject", callerSelector(s), "allowed_by", d.Rule, "remote", r.RemoteAddr)
+			if r.Method != http.MethodPost {
+				next.ServeHTTP(w, r)
+				return
 			}
-			next.ServeHTTP(w, r)
+			// Who changed what runs: in the log and in the audit log.
+			h.logger.Named("http").Info("operator request", "path", r.URL.Path, "server", r.URL.Query().Get("server"),
+				"subject", callerSelector(s), "allowed_by", d.Rule, "remote", r.RemoteAddr)
+			rec := &operationRecorder{ResponseWriter: w}
+			next.ServeHTTP(rec, r)
+			h.auditOperation(r, s, d, cmp.Or(rec.status, http.StatusOK), rec.failure())
 			return
 		}
+		h.auditOperation(r, s, d, http.StatusForbidden, "")
 		h.telemetry.PolicyDecision(decisionOperatorDenied, "")
 		h.logger.Named("http").Warn("operator endpoint refused: the caller is not an operator",
 			"method", r.Method, "path", r.URL.Path, "subject", callerSelector(s), "rule", d.Rule, "remote", r.RemoteAddr)
@@ -111,17 +120,87 @@ func callerSelector(s *identity.Subject) string {
 }
 
 // statusFor is the status report as r's caller may see it: a caller who
-// is not an operator does not get the last call error of each server,
-// which another caller's call may have left (its text can quote that
-// call's arguments).
+// is not an operator gets what readiness says (each server's name, state,
+// since when, and the server's own last error, as /readyz names it) and
+// nothing else: no process ids, memory, sandbox, generations or call
+// counts, and not the last call error, which another caller's call left
+// (its text can quote that call's arguments); nor the configuration's
+// path.
 func (h *Host) statusFor(r *http.Request, rep StatusReport) StatusReport {
 	if h.isOperator(r).Allowed {
 		return rep
 	}
-	rep.Servers = slices.Clone(rep.Servers)
-	for i := range rep.Servers {
-		rep.Servers[i].LastCallError = ""
-		rep.Servers[i].LastCallErrorAt = time.Time{}
+	servers := make([]ServerStatus, len(rep.Servers))
+	for i, st := range rep.Servers {
+		servers[i] = ServerStatus{Name: st.Name, State: st.State, Since: st.Since, LastError: st.LastError, LastErrorAt: st.LastErrorAt}
 	}
+	rep.Servers = servers
+	rep.Config = ""
 	return rep
+}
+
+// auditOperation writes the audit line of an operator request: carried out
+// (status below 400), failed, or refused (denied: d says why).
+func (h *Host) auditOperation(r *http.Request, s *identity.Subject, d policy.Decision, status int, errText string) {
+	if h.audit == nil {
+		return
+	}
+	op := audit.Operation{Time: time.Now(), Subject: s, Operation: r.URL.Path, Server: r.URL.Query().Get("server"),
+		Outcome: audit.OperationOK, Status: status, Rule: d.Rule, Error: errText}
+	switch {
+	case !d.Allowed:
+		op.Outcome = audit.OperationDenied
+	case status >= http.StatusBadRequest:
+		op.Outcome = audit.OperationFailed
+	}
+	if err := h.audit.RecordOperation(op); err != nil {
+		h.logger.Error("audit log write failed for an operator request", "path", h.audit.Path(), "error", err)
+	}
+}
+
+// maxOperationError bounds what auditOperation keeps of a failed
+// operation's answer.
+const maxOperationError = 4 << 10
+
+// operationRecorder keeps the status and the start of the answer of an
+// operator request, for its audit line.
+type operationRecorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (o *operationRecorder) WriteHeader(code int) {
+	if o.status == 0 {
+		o.status = code
+	}
+	o.ResponseWriter.WriteHeader(code)
+}
+
+func (o *operationRecorder) Write(b []byte) (int, error) {
+	if o.status == 0 {
+		o.status = http.StatusOK
+	}
+	if n := maxOperationError - o.body.Len(); n > 0 {
+		o.body.Write(b[:min(n, len(b))])
+	}
+	return o.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (o *operationRecorder) Unwrap() http.ResponseWriter { return o.ResponseWriter }
+
+// failure is the error of a failed operation's answer: the JSON error
+// field of ControlResult (or a reload's answer), else its text.
+func (o *operationRecorder) failure() string {
+	if o.status < http.StatusBadRequest {
+		return ""
+	}
+	var body struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(o.body.Bytes(), &body) == nil && body.Error != "" {
+		return body.Error
+	}
+	return strings.TrimSpace(o.body.String())
 }

@@ -25,9 +25,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
+	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/telemetry"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
@@ -80,6 +82,11 @@ type ExposedTool struct {
 	Server      string `json:"server"`
 	Original    string `json:"original"`
 	Description string `json:"description,omitempty"`
+	// RenamedFrom is the name the tool was exposed under when the
+	// policies in force were loaded, when it has changed since (a clash
+	// suffix came or went): a policy glob written for the old name may
+	// not mean it any more (`mcpvisor policy check` reports it).
+	RenamedFrom string `json:"renamed_from,omitempty"`
 }
 
 // configPath is the absolute path of the file cfg came from.
@@ -145,11 +152,12 @@ func (h *Host) Handler() http.Handler {
 			tools := []ExposedTool{}
 			// Filtered like tools/list: the caller's policies (docs/auth.md).
 			visible := h.policyEngine().Visible(identity.FromContext(r.Context()), policy.Tool)
-			for _, t := range h.Tools() {
-				if !visible(t.Tool.Name) {
+			for _, t := range h.registry.Tools() {
+				renamed := h.policyNames.renamedFrom(t.Server, t.Original, t.Tool.Name)
+				if !visible(t.Tool.Name, registry.Aliases(t.Full)...) {
 					continue
 				}
-				tools = append(tools, ExposedTool{Name: t.Tool.Name, Server: t.Server, Original: t.Original, Description: t.Tool.Description})
+				tools = append(tools, ExposedTool{Name: t.Tool.Name, Server: t.Server, Original: t.Original, Description: t.Tool.Description, RenamedFrom: renamed})
 			}
 			w.Header().Set("Content-Type", "application/json")
 			json.NewEncoder(w).Encode(tools)
@@ -334,23 +342,49 @@ func (h *Host) control(act func(ctx context.Context, name string) error) http.Ha
 	}
 }
 
-// sessionCap holds the sessions open to the host block's max_sessions: one
-// client opening sessions in a loop cannot take the memory the others need.
-// A request that would open one more closes the session idle the longest
-// (gateway.AdmitSession); when every session is busy it gets 503.
+// sessionCap holds the sessions open to the host block's max_sessions, and
+// each subject's to max_sessions_per_subject: one client opening sessions
+// in a loop cannot take the memory the others need, nor one subject the
+// sessions of the others. A request that would open one more closes an
+// idle session (gateway.AdmitSession): at the subject's own cap one of its
+// own, else one of the subject with the most; when none is idle it gets
+// 429 (its own cap) or 503 (the host's).
 func (h *Host) sessionCap(next http.Handler) http.Handler {
-	max := cmp.Or(h.servers.Load().cfg.Host.MaxSessions, config.DefaultMaxSessions)
+	hostCfg := h.servers.Load().cfg.Host
+	max := cmp.Or(hostCfg.MaxSessions, config.DefaultMaxSessions)
+	perSubject := cmp.Or(hostCfg.MaxSessionsPerSubject, config.DefaultMaxSessionsPerSubject)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		opens := r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" &&
 			r.Header.Get("Mcp-Protocol-Version") < wire.Stateless
-		if opens && !h.gateway.AdmitSession(max) {
-			h.limitHits.Hit(limits.MaxSessions)
-			h.logger.Warn("http request refused: every session is busy", "max_sessions", max, "remote", r.RemoteAddr)
-			w.Header().Set("Retry-After", "10")
-			http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are open, the most this host allows (max_sessions), and every one has a request in flight or a stream open; retry later or raise max_sessions", max), http.StatusServiceUnavailable)
+		if !opens {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		who := identity.FromContext(r.Context())
+		// The per-subject bound is for the subjects a provider tells
+		// apart; every holder of the shared token, every anonymous caller
+		// of a host without auth is one caller, bounded by max_sessions.
+		mine := 0
+		if who != nil && who.Via == identity.ViaOIDC {
+			mine = perSubject
+		}
+		err := h.gateway.AdmitSession(max, mine, who.Caller())
+		if err == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h.limitHits.Hit(limits.MaxSessions)
+		w.Header().Set("Retry-After", "10")
+		if errors.Is(err, gateway.ErrSubjectSessions) {
+			h.logger.Warn("http request refused: the subject's sessions are all busy", "max_sessions_per_subject", perSubject,
+				"subject", callerSelector(who), "remote", r.RemoteAddr)
+			h.auditSessionRefusal(r, who, "max_sessions_per_subject", perSubject)
+			http.Error(w, fmt.Sprintf("Too Many Requests: %s has %d sessions open, the most this host allows one subject (max_sessions_per_subject), and every one has a request in flight or a stream open; close one (DELETE /mcp) or retry later", callerSelector(who), perSubject), http.StatusTooManyRequests)
+			return
+		}
+		h.logger.Warn("http request refused: every session is busy", "max_sessions", max, "subject", callerSelector(who), "remote", r.RemoteAddr)
+		h.auditSessionRefusal(r, who, "max_sessions", max)
+		http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are open, the most this host allows (max_sessions), and every one has a request in flight or a stream open; retry later or raise max_sessions", max), http.StatusServiceUnavailable)
 	})
 }
 
@@ -500,7 +534,7 @@ func (in *ingress) withOIDC(o *identity.OIDC) {
 		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 			Resource:               resourceURL(o.Audience(), r),
 			AuthorizationServers:   []string{o.Issuer()},
-			ScopesSupported:        o.Scopes(),
+			ScopesSupported:        o.ScopesSupported(),
 			BearerMethodsSupported: []string{"header"},
 			ResourceName:           "mcpvisor",
 		}).ServeHTTP(w, r)

@@ -4,9 +4,16 @@ package cli
 // file alone, what the host's policies decide for a caller (docs/auth.md).
 
 import (
+	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"strings"
 
+	"github.com/mcpvisor/mcpvisor/host"
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
@@ -102,7 +109,42 @@ func policyCheckCmd(args []string, stdio IO) int {
 		}
 	}
 	fmt.Fprintf(stdio.Stdout, "  operator: %s\n", operatorLine(e.Operator(who)))
+	if kind == policy.Tool {
+		renamedTools(*path, cfg, stdio)
+	}
 	return code
+}
+
+// maxToolsAnswer bounds the GET /tools answer renamedTools reads.
+const maxToolsAnswer = 16 << 20
+
+// renamedTools reports, when a running host serves the file, every tool
+// it now exposes under another name than when it loaded its policies (a
+// clash suffix came or went): a policy glob written for the old name may
+// no longer mean the tool (docs/auth.md, "Names a policy matches"). With
+// no running host there is nothing to report.
+func renamedTools(path string, cfg *config.Config, stdio IO) {
+	ts, err := runningHosts(path, cmp.Or(os.Getenv("MCPVISOR_TOKEN"), cfg.Host.BearerToken))
+	if err != nil || len(ts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	resp, err := ts[0].do(ctx, http.MethodGet, "/tools")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var list []host.ExposedTool
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, maxToolsAnswer)).Decode(&list) != nil {
+		return
+	}
+	for _, t := range list {
+		if t.RenamedFrom != "" {
+			fmt.Fprintf(stdio.Stdout, "  renamed: the running host (%s) exposes tool %q of server %q as %s, not %s as when it loaded its policies; check that they still mean it\n",
+				termSafe(ts[0].name), termSafe(t.Original), termSafe(t.Server), termSafe(t.Name), termSafe(t.RenamedFrom))
+		}
+	}
 }
 
 // operatorCheck is `policy check -operator SUBJECT...`: whether the caller
@@ -165,7 +207,11 @@ func callerOf(claims []string, stdioSubject string) (*identity.Subject, error) {
 		case config.SubjectID:
 			s.ID = value
 		case config.SubjectEmail:
-			s.Email = value
+			// A claim the check describes is one the provider verified
+			// (email_verified); an unverified email matches no email:
+			// selector on the host (docs/auth.md).
+			verified := true
+			s.Email, s.EmailVerified = value, &verified
 		case config.SubjectGroup:
 			s.Groups = append(s.Groups, value)
 		case config.SubjectClient:

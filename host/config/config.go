@@ -57,6 +57,10 @@ const (
 
 	// DefaultMaxSessions bounds the downstream HTTP sessions open at once.
 	DefaultMaxSessions = 10000
+	// DefaultMaxSessionsPerSubject bounds the downstream HTTP sessions of
+	// one OIDC subject: far more than one client needs, and a hundredth of
+	// DefaultMaxSessions, so one subject cannot take them all.
+	DefaultMaxSessionsPerSubject = 100
 
 	// DefaultMaxPendingRequests bounds the sampling, elicitation and roots
 	// requests one server may have waiting on downstream clients at once.
@@ -201,6 +205,14 @@ type Host struct {
 	// session past it is refused with HTTP 503. Zero means
 	// DefaultMaxSessions.
 	MaxSessions int
+
+	// MaxSessionsPerSubject bounds the downstream HTTP sessions of one
+	// OIDC subject (every holder of the shared token, and every anonymous
+	// caller, is one caller that only MaxSessions bounds): at it, the subject's own least
+	// recently used idle session makes room, and with none idle its new
+	// session is refused with HTTP 429 while other subjects still get
+	// theirs. Zero means DefaultMaxSessionsPerSubject.
+	MaxSessionsPerSubject int
 
 	// Replica names this process among the replicas of one deployment; it
 	// labels the log, /status, every metric and every audit line. Empty
@@ -404,11 +416,36 @@ type OIDC struct {
 	// Scopes, when set, must all be granted to a token (its scope or scp
 	// claim); a token missing one gets 403 insufficient_scope.
 	Scopes []string
+	// ScopesSupported are the scopes the protected resource metadata
+	// advertises (RFC 9728 scopes_supported) without requiring them; when
+	// empty, Scopes are advertised.
+	ScopesSupported []string
 	// SubjectClaim and GroupsClaim name the claims that carry the
 	// subject's identifier ("sub") and its groups ("groups").
 	SubjectClaim string
 	GroupsClaim  string
+	// TrustUnverifiedEmail lets policies' email: selectors match a token
+	// whose email_verified is not true. Off: an email is matched only
+	// when this issuer says it verified it.
+	TrustUnverifiedEmail bool
+	// RequireTypAtJWT refuses a JWT whose header typ is not "at+jwt"
+	// (RFC 9068 §4), so an ID token or another JWT of the issuer with the
+	// right audience is not taken for an access token.
+	RequireTypAtJWT bool
+	// ClockSkew is how far a token's exp, nbf and iat may be off mcpvisor's
+	// clock. Zero means DefaultOIDCClockSkew.
+	ClockSkew time.Duration
+	// IntrospectionURL, when set, is the provider's token introspection
+	// endpoint (RFC 7662): a bearer token that is not a JWT (an opaque
+	// token) is checked there, authenticated as ClientID with
+	// ClientSecret (HTTP basic, client_secret_basic).
+	IntrospectionURL string
+	ClientID         string
+	ClientSecret     string
 }
+
+// DefaultOIDCClockSkew is the default of the oidc block's clock_skew.
+const DefaultOIDCClockSkew = time.Minute
 
 // Defaults of the oidc block.
 const (

@@ -21,7 +21,7 @@ var ignoreRanges = cmpopts.IgnoreFields(config.Server{}, "DeclRange")
 
 // defaultHost is the host block's value when the file has none.
 func defaultHost() config.Host {
-	h := config.Host{LogLevel: "info", LogFormat: "text", Separator: "__", SessionIdleTimeout: 30 * time.Minute, MaxSessions: 10000, Drain: 5 * time.Second}
+	h := config.Host{LogLevel: "info", LogFormat: "text", Separator: "__", SessionIdleTimeout: 30 * time.Minute, MaxSessions: 10000, MaxSessionsPerSubject: 100, Drain: 5 * time.Second}
 	// Bounds on bytes from upstream servers.
 	h.MaxInflightBytes = 256 << 20
 	return h
@@ -229,15 +229,16 @@ server "svc" {
 			src:  fullExample,
 			want: &config.Config{
 				Host: config.Host{
-					Listen:             "0.0.0.0:8811",
-					LogLevel:           "debug",
-					LogFormat:          "json",
-					BearerToken:        "s3cret",
-					Separator:          ".",
-					SessionIdleTimeout: 30 * time.Minute,
-					MaxSessions:        10000,
-					Replica:            "mcpvisor-0",
-					MaxInflightBytes:   512 << 20,
+					Listen:                "0.0.0.0:8811",
+					LogLevel:              "debug",
+					LogFormat:             "json",
+					BearerToken:           "s3cret",
+					Separator:             ".",
+					SessionIdleTimeout:    30 * time.Minute,
+					MaxSessions:           10000,
+					MaxSessionsPerSubject: 100,
+					Replica:               "mcpvisor-0",
+					MaxInflightBytes:      512 << 20,
 				},
 				Servers: []*config.Server{
 					{

@@ -5,13 +5,14 @@ package config
 // stdio, and Validate must not treat an unset listen as a chosen one.
 func defaultHost() Host {
 	return Host{
-		LogLevel:           "info",
-		LogFormat:          "text",
-		Separator:          DefaultSeparator,
-		SessionIdleTimeout: DefaultSessionIdleTimeout,
-		MaxSessions:        DefaultMaxSessions,
-		Drain:              DefaultDrain,
-		MaxInflightBytes:   DefaultMaxInflightBytes,
+		LogLevel:              "info",
+		LogFormat:             "text",
+		Separator:             DefaultSeparator,
+		SessionIdleTimeout:    DefaultSessionIdleTimeout,
+		MaxSessions:           DefaultMaxSessions,
+		MaxSessionsPerSubject: DefaultMaxSessionsPerSubject,
+		Drain:                 DefaultDrain,
+		MaxInflightBytes:      DefaultMaxInflightBytes,
 	}
 }
 
@@ -77,6 +78,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.Host.MaxSessions == 0 {
 		c.Host.MaxSessions = def.MaxSessions
+	}
+	if c.Host.MaxSessionsPerSubject == 0 {
+		c.Host.MaxSessionsPerSubject = def.MaxSessionsPerSubject
 	}
 	if c.Host.MaxInflightBytes == 0 {
 		c.Host.MaxInflightBytes = def.MaxInflightBytes

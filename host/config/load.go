@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/gohcl"
@@ -251,6 +252,10 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		h.MaxSessions = v
 		at("max_sessions", rh.MaxSessions)
 	}
+	if v, ok := d.integer(rh.MaxSessionsPerSubj, "max_sessions_per_subject"); ok {
+		h.MaxSessionsPerSubject = v
+		at("max_sessions_per_subject", rh.MaxSessionsPerSubj)
+	}
 	if v, ok := d.str(rh.Replica, "replica"); ok {
 		h.Replica = v
 		at("replica", rh.Replica)
@@ -381,6 +386,46 @@ func (d *decoder) oidc(ro *oidcSchema) *OIDC {
 	o.Audience = required(ro.Audience, "audience", "https://mcp.example.com/mcp")
 	if v, ok := d.strList(ro.Scopes, "scopes"); ok {
 		o.Scopes = v
+	}
+	if v, ok := d.strList(ro.Required, "required_scopes"); ok {
+		if o.Scopes != nil {
+			d.errorf(ro.Required.Range().Ptr(), "Duplicate scopes",
+				"The oidc block sets both scopes and required_scopes, its newer name; keep required_scopes only.")
+		}
+		o.Scopes = v
+	}
+	if v, ok := d.strList(ro.Supported, "scopes_supported"); ok {
+		o.ScopesSupported = v
+	}
+	if v, ok := d.boolean(ro.TrustUnverifiedEmail, "trust_unverified_email"); ok {
+		o.TrustUnverifiedEmail = v
+	}
+	if v, ok := d.boolean(ro.RequireTypAtJWT, "require_typ_at_jwt"); ok {
+		o.RequireTypAtJWT = v
+	}
+	if v, ok := d.duration(ro.ClockSkew, "clock_skew", "the oidc block"); ok {
+		if v < 0 || v > time.Hour {
+			d.errorf(ro.ClockSkew.Range().Ptr(), "Invalid clock_skew",
+				fmt.Sprintf("clock_skew in the oidc block is %s; it must be between 0s and 1h, such as the default %s.", v, DefaultOIDCClockSkew))
+		}
+		o.ClockSkew = v
+	}
+	if v, ok := d.str(ro.IntrospectionURL, "introspection_url"); ok && v != "" {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			d.errorf(ro.IntrospectionURL.Range().Ptr(), "Invalid introspection_url",
+				fmt.Sprintf("introspection_url in the oidc block is %q; it must be the provider's token introspection endpoint (RFC 7662), such as \"https://idp.example.com/oauth/introspect\".", v))
+		}
+		o.IntrospectionURL = v
+	}
+	if v, ok := d.str(ro.ClientID, "client_id"); ok {
+		o.ClientID = v
+	}
+	if v, ok := d.str(ro.ClientSecret, "client_secret"); ok {
+		o.ClientSecret = v
+	}
+	if o.IntrospectionURL != "" && (o.ClientID == "" || o.ClientSecret == "") {
+		d.errorf(ro.DefRange.Ptr(), "Incomplete introspection settings",
+			"The oidc block sets introspection_url without client_id and client_secret: the provider's introspection endpoint only answers the clients it knows. Register mcpvisor as a client (a resource server / API) at the provider and set both, such as client_secret = env(\"MCPVISOR_INTROSPECTION_SECRET\").")
 	}
 	if v, ok := d.str(ro.SubjectClaim, "subject_claim"); ok && v != "" {
 		o.SubjectClaim = v

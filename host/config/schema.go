@@ -34,6 +34,7 @@ type hostSchema struct {
 
 	SessionIdleTimeout hcl.Expression `hcl:"session_idle_timeout,optional"`
 	MaxSessions        hcl.Expression `hcl:"max_sessions,optional"`
+	MaxSessionsPerSubj hcl.Expression `hcl:"max_sessions_per_subject,optional"`
 
 	// Downstream request bounds (docs/security.md, "Downstream requests
 	// and bodies").
@@ -95,9 +96,18 @@ type authSchema struct {
 type oidcSchema struct {
 	Issuer       hcl.Expression `hcl:"issuer,optional"`
 	Audience     hcl.Expression `hcl:"audience,optional"`
-	Scopes       hcl.Expression `hcl:"scopes,optional"`
+	Scopes       hcl.Expression `hcl:"scopes,optional"` // required_scopes' older name
+	Required     hcl.Expression `hcl:"required_scopes,optional"`
+	Supported    hcl.Expression `hcl:"scopes_supported,optional"`
 	SubjectClaim hcl.Expression `hcl:"subject_claim,optional"`
 	GroupsClaim  hcl.Expression `hcl:"groups_claim,optional"`
+
+	TrustUnverifiedEmail hcl.Expression `hcl:"trust_unverified_email,optional"`
+	RequireTypAtJWT      hcl.Expression `hcl:"require_typ_at_jwt,optional"`
+	ClockSkew            hcl.Expression `hcl:"clock_skew,optional"`
+	IntrospectionURL     hcl.Expression `hcl:"introspection_url,optional"`
+	ClientID             hcl.Expression `hcl:"client_id,optional"`
+	ClientSecret         hcl.Expression `hcl:"client_secret,optional"`
 
 	DefRange hcl.Range `hcl:",def_range"`
 }

@@ -194,6 +194,10 @@ func (k *checker) host(h *Host) {
 		k.errorf(k.hostAt("session_idle_timeout"), "Invalid session idle timeout",
 			"session_idle_timeout in the host block is %s; it must be positive, such as \"30m\" (an abandoned session is closed after it).", h.SessionIdleTimeout)
 	}
+	if h.MaxSessionsPerSubject < 0 || (h.MaxSessionsPerSubject == 0 && k.hostAt("max_sessions_per_subject") != nil) {
+		k.errorf(k.hostAt("max_sessions_per_subject"), "Invalid max_sessions_per_subject",
+			"max_sessions_per_subject in the host block is %d; it must be 1 or more, such as the default %d.", h.MaxSessionsPerSubject, DefaultMaxSessionsPerSubject)
+	}
 	if h.MaxSessions < 0 || (h.MaxSessions == 0 && k.hostAt("max_sessions") != nil) {
 		k.errorf(k.hostAt("max_sessions"), "Invalid max_sessions",
 			"max_sessions in the host block is %d; it must be 1 or more, such as the default %d.", h.MaxSessions, DefaultMaxSessions)

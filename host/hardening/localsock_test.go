@@ -26,7 +26,9 @@ func TestControlSocketLocalUserWithOIDCOnly(t *testing.T) {
 	mv := startMcpvisorEnv(t, env, oidcHost(p.issuer, "", "")+fmt.Sprintf("  audit {\n    path = %s\n  }\n", hclString(auditPath)), echoBlock())
 	p.audience = "http://" + mv.addr + "/mcp"
 	jwt := p.token(t, clientGood)
-	pid, _ := echoStatus(t, mv, jwt)
+	// The JWT's subject is no operator: /status shows it readiness, no
+	// pid (operator.go); the restart below shows in the audit log.
+	echoReady(t, mv, jwt)
 
 	// TCP without a token: 401, as before.
 	if resp, body := mcpPost(t, mv, ""); resp.StatusCode != http.StatusUnauthorized {
@@ -49,9 +51,11 @@ func TestControlSocketLocalUserWithOIDCOnly(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "restarted") {
 		t.Fatalf("mcpvisor restart echo on a host with only oidc: exit %d:\n%s", code, out)
 	}
-	if next, _ := echoStatus(t, mv, jwt); next == pid {
-		t.Errorf("mcpvisor restart echo: the pid is still %d", pid)
+	if rec := waitAudit(t, auditPath, func(r map[string]any) bool { return r["operation"] == "/control/restart" }); rec["outcome"] != "ok" ||
+		rec["subject"].(map[string]any)["via"] != "local" {
+		t.Errorf("mcpvisor restart echo: audit line %v; want an ok restart by the local user", rec)
 	}
+	echoReady(t, mv, jwt)
 	if !strings.Contains(mv.stderr.String(), "operator request") || !strings.Contains(mv.stderr.String(), `allowed_by="the local user is an operator"`) {
 		t.Errorf("the host's log has no operator request allowed as the local user (the CLI's operator credential):\n%s", tail(mv.stderr.String(), 2000))
 	}

@@ -48,6 +48,11 @@ const (
 	clientExpired    = "svc-expired"   // tokens expired when issued
 	clientOtherAudie = "svc-other-aud" // tokens for another resource
 	otherAudience    = "https://elsewhere.example/mcp"
+	clientCarol      = "svc-carol"     // email Carol@Example.COM, email_verified false
+	clientOpaque     = "svc-opaque"    // opaque access tokens, checked by introspection
+	clientMultiAud   = "svc-multi-aud" // tokens for mcpvisor and another resource, no azp
+	clientThird      = "svc-third"     // one more subject with ordinary tokens
+	introspectClient = "mcpvisor-rs"   // mcpvisor itself, at the introspection endpoint
 )
 
 // testProvider is the example storage with what the test needs on top:
@@ -62,6 +67,19 @@ type testProvider struct {
 	keys []*rsaKey // keys[0] signs; all are published
 
 	keyFetches atomic.Int64 // GETs of the key set
+
+	// issued are the opaque tokens' records, by token id, for the
+	// introspection endpoint; introspections counts its answers.
+	issued         sync.Map // string -> issuedToken
+	introspections atomic.Int64
+}
+
+// issuedToken is what the provider knows of an opaque token it issued.
+type issuedToken struct {
+	subject  string
+	audience []string
+	scopes   []string
+	expiry   time.Time
 }
 
 type rsaKey struct {
@@ -120,7 +138,7 @@ func (p *testProvider) KeySet(context.Context) ([]op.Key, error) {
 }
 
 func (p *testProvider) ClientCredentials(_ context.Context, id, secret string) (op.Client, error) {
-	if secret != opSecret || !slices.Contains([]string{clientGood, clientExpired, clientOtherAudie}, id) {
+	if secret != opSecret || !slices.Contains([]string{clientGood, clientExpired, clientOtherAudie, clientCarol, clientOpaque, clientMultiAud, clientThird}, id) {
 		return nil, fmt.Errorf("wrong client or secret")
 	}
 	return &ccClient{id: id}, nil
@@ -128,10 +146,14 @@ func (p *testProvider) ClientCredentials(_ context.Context, id, secret string) (
 
 func (p *testProvider) ClientCredentialsTokenRequest(_ context.Context, id string, scopes []string) (op.TokenRequest, error) {
 	aud := p.audience
-	if id == clientOtherAudie {
-		aud = otherAudience
+	auds := []string{aud}
+	switch id {
+	case clientOtherAudie:
+		auds = []string{otherAudience}
+	case clientMultiAud:
+		auds = []string{aud, otherAudience}
 	}
-	return &oidc.JWTTokenRequest{Subject: "user-" + id, Audience: []string{aud}, Scopes: scopes}, nil
+	return &oidc.JWTTokenRequest{Subject: "user-" + id, Audience: auds, Scopes: scopes}, nil
 }
 
 func (p *testProvider) CreateAccessToken(ctx context.Context, req op.TokenRequest) (string, time.Time, error) {
@@ -139,14 +161,43 @@ func (p *testProvider) CreateAccessToken(ctx context.Context, req op.TokenReques
 	if req.GetSubject() == "user-"+clientExpired {
 		exp = time.Now().Add(-time.Hour)
 	}
+	if err == nil {
+		p.issued.Store(id, issuedToken{subject: req.GetSubject(), audience: req.GetAudience(), scopes: req.GetScopes(), expiry: exp})
+	}
 	return id, exp, err
 }
 
+// SetIntrospectionFromToken answers the introspection endpoint for the
+// opaque tokens the provider issued: active until they expire, with the
+// claims its JWTs carry.
+func (p *testProvider) SetIntrospectionFromToken(_ context.Context, resp *oidc.IntrospectionResponse, tokenID, subject, clientID string) error {
+	p.introspections.Add(1)
+	v, ok := p.issued.Load(tokenID)
+	if !ok || clientID != introspectClient {
+		return fmt.Errorf("unknown token, or not mcpvisor asking")
+	}
+	tok := v.(issuedToken)
+	if time.Now().After(tok.expiry) {
+		return fmt.Errorf("expired")
+	}
+	resp.Subject, resp.Audience, resp.Scope, resp.Issuer = tok.subject, tok.audience, tok.scopes, p.issuer
+	resp.Expiration, resp.ClientID = oidc.FromTime(tok.expiry), strings.TrimPrefix(tok.subject, "user-")
+	claims, _ := p.GetPrivateClaimsFromScopes(context.Background(), tok.subject, clientID, tok.scopes)
+	resp.Email, resp.EmailVerified = claims["email"].(string), oidc.Bool(claims["email_verified"].(bool))
+	resp.Claims = map[string]any{"groups": claims["groups"]}
+	return nil
+}
+
 func (p *testProvider) GetPrivateClaimsFromScopes(_ context.Context, userID, _ string, scopes []string) (map[string]any, error) {
+	if userID == "user-"+clientCarol {
+		// An address the provider never checked: anyone can type it.
+		return map[string]any{"email": "Carol@Example.COM", "email_verified": false, "scope": strings.Join(scopes, " ")}, nil
+	}
 	return map[string]any{
-		"email":  userID + "@example.com",
-		"groups": []string{"engineering", "oncall"},
-		"scope":  strings.Join(scopes, " "),
+		"email":          userID + "@example.com",
+		"email_verified": true,
+		"groups":         []string{"engineering", "oncall"},
+		"scope":          strings.Join(scopes, " "),
 	}, nil
 }
 
@@ -167,7 +218,7 @@ func (p *testProvider) GetClientByClientID(ctx context.Context, id string) (op.C
 }
 
 func (p *testProvider) AuthorizeClientIDSecret(ctx context.Context, id, secret string) error {
-	if id == webClient {
+	if id == webClient || id == introspectClient {
 		if secret != opSecret {
 			return fmt.Errorf("wrong secret")
 		}
@@ -209,14 +260,19 @@ func (c *webAppClient) GrantTypes() []oidc.GrantType {
 // and JWT access tokens.
 type ccClient struct{ id string }
 
-func (c *ccClient) GetID() string                        { return c.id }
-func (c *ccClient) RedirectURIs() []string               { return nil }
-func (c *ccClient) PostLogoutRedirectURIs() []string     { return nil }
-func (c *ccClient) ApplicationType() op.ApplicationType  { return op.ApplicationTypeWeb }
-func (c *ccClient) AuthMethod() oidc.AuthMethod          { return oidc.AuthMethodBasic }
-func (c *ccClient) ResponseTypes() []oidc.ResponseType   { return nil }
-func (c *ccClient) LoginURL(string) string               { return "" }
-func (c *ccClient) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeJWT }
+func (c *ccClient) GetID() string                       { return c.id }
+func (c *ccClient) RedirectURIs() []string              { return nil }
+func (c *ccClient) PostLogoutRedirectURIs() []string    { return nil }
+func (c *ccClient) ApplicationType() op.ApplicationType { return op.ApplicationTypeWeb }
+func (c *ccClient) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodBasic }
+func (c *ccClient) ResponseTypes() []oidc.ResponseType  { return nil }
+func (c *ccClient) LoginURL(string) string              { return "" }
+func (c *ccClient) AccessTokenType() op.AccessTokenType {
+	if c.id == clientOpaque {
+		return op.AccessTokenTypeBearer
+	}
+	return op.AccessTokenTypeJWT
+}
 func (c *ccClient) IDTokenLifetime() time.Duration       { return time.Hour }
 func (c *ccClient) DevMode() bool                        { return true }
 func (c *ccClient) IsScopeAllowed(string) bool           { return true }

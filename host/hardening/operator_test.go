@@ -53,6 +53,30 @@ func echoStatus(t *testing.T, mv *mcpvisor, token string) (int, uint64) {
 	}
 }
 
+// echoReady waits until the echo server is ready, as /status shows it to
+// token's caller (operator or not).
+func echoReady(t *testing.T, mv *mcpvisor, token string) {
+	t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		resp, body := consoleRequest(t, mv, "GET", "/status", http.Header{"Authorization": {"Bearer " + token}})
+		var doc struct {
+			Servers []serverStatus `json:"servers"`
+		}
+		if resp.StatusCode == http.StatusOK && json.Unmarshal([]byte(body), &doc) == nil {
+			for _, s := range doc.Servers {
+				if s.Name == "echo" && s.State == "ready" {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("echo not ready within %s: %s %s", readyTimeout, resp.Status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestOperatorEndpoints: see the note at the top of this file.
 func TestOperatorEndpoints(t *testing.T) {
 	const shared = "shared-secret-for-the-operator-test"

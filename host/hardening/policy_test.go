@@ -499,7 +499,7 @@ policy "search" {
 		want []string
 	}{
 		{[]string{"group:engineering", "gh__delete_repo"}, 1, []string{`deny: tool "gh__delete_repo" for a token with group:engineering`, `decided by: policy "engineering" deny "*__delete_*"`, "policies that apply: engineering"}},
-		{[]string{"sub:u1", "email:alice@example.com", "group:engineering", "gh__search_code"}, 0, []string{`allow: tool "gh__search_code"`, `decided by: policy "engineering" tools "gh__*"`, "policies that apply: engineering, search", `rate limit: policy "search" rate "gh__search_*": 10 calls a minute per subject and tool (burst 10)`}},
+		{[]string{"sub:u1", "email:alice@example.com", "group:engineering", "gh__search_code"}, 0, []string{`allow: tool "gh__search_code"`, `decided by: policy "engineering" tools "gh__*"`, "policies that apply: engineering, search", `rate limit: policy "search" rate "gh__search_*": 10 calls a minute per subject, over every tool it matches (burst 10)`}},
 		{[]string{"token", "gh__read"}, 0, []string{`allow: tool "gh__read" for the shared token's caller`, `policy "ops" tools "gh__read"`}},
 		{[]string{"sub:nobody", "gh__read"}, 1, []string{`no policy applies to subject "nobody" (default deny)`}},
 	} {

@@ -2,6 +2,9 @@
 // resources/read and prompts/get forwarded upstream, with its outcome, and
 // one per server event outside a call (a stop at the memory limit, Event).
 //
+// Refusals (policy, rate limit, session caps) and operator requests have
+// lines of their own (RecordRefusal, RecordOperation).
+//
 // Arguments and results are recorded by size and a keyed digest
 // (HMAC-SHA256, digest.go) only, unless the host block opts in with
 // include_arguments; values that are written have secrets redacted first
@@ -162,8 +165,11 @@ type Line struct {
 	Rule   string `json:"rule,omitempty"`
 }
 
-// Refusal is a call the host's policies refused before it reached a
-// server (docs/auth.md): a deny, the default deny, or a rate limit.
+// Refusal is a request the host refused before it reached a server
+// (docs/auth.md): a call, completion or subscription a policy denies
+// (outcome "denied"), a call past a rate limit ("rate_limited"), or a
+// session past max_sessions or max_sessions_per_subject
+// ("session_limit", method "initialize").
 type Refusal struct {
 	// Time is when it was refused.
 	Time time.Time
@@ -171,9 +177,13 @@ type Refusal struct {
 	// Method the MCP method; Name the tool or prompt's upstream name (the
 	// exposed one when no server offers it) or the URI.
 	Server, Method, Name string
+	// Kind says what Name names when Method does not ("tool", "prompt"
+	// or "resource": a completion's reference); "" goes by Method.
+	Kind string
 	// Downstream is the session the call came on, if known.
 	Downstream upstream.Downstream
-	// Outcome is "denied" or "rate_limited"; Policy and Rule what decided;
+	// Outcome is "denied", "rate_limited" or "session_limit"; Policy and
+	// Rule what decided;
 	// Error the message the client got.
 	Outcome, Policy, Rule, Error string
 }
@@ -186,7 +196,14 @@ func (l *Log) RecordRefusal(r Refusal, who *identity.Subject) error {
 		Outcome: r.Outcome, Subject: who, Policy: r.Policy, Rule: r.Rule,
 		ErrorKind: r.Outcome, Error: RedactText(r.Error),
 	}
-	line.setName(r.Method, r.Name)
+	switch r.Kind {
+	case "resource":
+		line.URI = RedactText(r.Name)
+	case "prompt":
+		line.Prompt = r.Name
+	default:
+		line.setName(r.Method, r.Name)
+	}
 	line.setDownstream(r.Downstream)
 	return l.write(line)
 }
@@ -194,7 +211,7 @@ func (l *Log) RecordRefusal(r Refusal, who *identity.Subject) error {
 // setName puts name in the field its method names.
 func (line *Line) setName(method, name string) {
 	switch method {
-	case "resources/read":
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
 		// A URI can carry credentials (user:password@, ?token=).
 		line.URI = RedactText(name)
 	case "prompts/get":
@@ -296,6 +313,51 @@ func (l *Log) RecordEvent(server, event string, err error) error {
 		e.Error = RedactText(err.Error())
 	}
 	return l.write(e)
+}
+
+// Operation is an audit record of a request to an operator endpoint
+// (docs/auth.md, "The operator endpoints"): POST /control/revive,
+// /control/restart and /control/reload — what `mcpvisor revive`,
+// `restart`, `add` and `remove` send — carried out, failed, or refused to a
+// caller who is not an operator. It has "operation" where a call's record
+// has "method".
+type Operation struct {
+	// Time is when the request arrived (UTC).
+	Time time.Time `json:"time"`
+	// Replica is the host block's replica: which process served it.
+	Replica string `json:"replica,omitempty"`
+	// Subject is who asked (nil: an anonymous caller, on a host without
+	// auth); never a credential.
+	Subject *identity.Subject `json:"subject,omitempty"`
+	// Operation is the endpoint's path: "/control/restart", ….
+	Operation string `json:"operation"`
+	// Server is the server block it names ("" for a reload).
+	Server string `json:"server,omitempty"`
+	// Outcome is "ok", "failed" (the action's error in Error) or "denied"
+	// (the caller is not an operator; Rule says why).
+	Outcome string `json:"outcome"`
+	// Status is the HTTP status of the answer.
+	Status int `json:"status"`
+	// Rule is the decision on the caller: what made it an operator, or
+	// why it is not one.
+	Rule string `json:"rule,omitempty"`
+	// Error is what failed, redacted.
+	Error string `json:"error,omitempty"`
+}
+
+// The outcomes of an Operation.
+const (
+	OperationOK     = "ok"
+	OperationFailed = "failed"
+	OperationDenied = "denied"
+)
+
+// RecordOperation writes the line of an operator request.
+func (l *Log) RecordOperation(op Operation) error {
+	op.Time = op.Time.UTC()
+	op.Replica = l.replica
+	op.Error = RedactText(op.Error)
+	return l.write(op)
 }
 
 // write appends v as one JSON line.

@@ -209,6 +209,7 @@ func New(opts Options) *Gateway {
 	})
 	g.server.AddReceivingMiddleware(g.dormantTools)
 	g.server.AddReceivingMiddleware(g.pendingRoots)
+	g.server.AddReceivingMiddleware(g.sessionBook)
 	// Added last, so it runs first: a call outside the caller's policies
 	// reaches no handler, the dormant tools' included (policy.go).
 	g.server.AddReceivingMiddleware(g.policies)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
+	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
@@ -111,20 +112,14 @@ func (g *Gateway) policies(next mcp.MethodHandler) mcp.MethodHandler {
 					return nil, err
 				}
 			}
-		case *mcp.SubscribeRequest:
-			if r.Params != nil {
-				if d := e.Decide(who, policy.Resource, r.Params.URI); !d.Allowed {
-					return nil, deniedError(policy.Resource, r.Params.URI, who, d)
-				}
-			}
 		case *mcp.CompleteRequest:
 			if r.Params != nil && r.Params.Ref != nil {
 				kind, name := policy.Prompt, r.Params.Ref.Name
 				if r.Params.Ref.Type == "ref/resource" {
 					kind, name = policy.Resource, r.Params.Ref.URI
 				}
-				if d := e.Decide(who, kind, name); !d.Allowed {
-					return nil, deniedError(kind, name, who, d)
+				if err := g.decideOnly(ctx, e, who, ss, method, kind, name); err != nil {
+					return nil, err
 				}
 			}
 		}
@@ -133,6 +128,9 @@ func (g *Gateway) policies(next mcp.MethodHandler) mcp.MethodHandler {
 		if who != nil && identity.FromContext(ctx) == nil {
 			ctx = identity.NewContext(ctx, who)
 		}
+		// The handlers that decide for themselves (subscribe) get the
+		// caller decided here, an anonymous one included.
+		ctx = context.WithValue(ctx, callerKey{}, callerOfRequest{who})
 		res, err := next(ctx, method, req)
 		if err != nil {
 			return res, err
@@ -142,11 +140,11 @@ func (g *Gateway) policies(next mcp.MethodHandler) mcp.MethodHandler {
 		switch l := res.(type) {
 		case *mcp.ListToolsResult:
 			ok := e.Visible(who, policy.Tool)
-			l.Tools = slices.DeleteFunc(l.Tools, func(t *mcp.Tool) bool { return !ok(t.Name) })
+			l.Tools = slices.DeleteFunc(l.Tools, func(t *mcp.Tool) bool { return !ok(t.Name, g.aliases(policy.Tool, t.Name)...) })
 			l.CacheScope = "private"
 		case *mcp.ListPromptsResult:
 			ok := e.Visible(who, policy.Prompt)
-			l.Prompts = slices.DeleteFunc(l.Prompts, func(p *mcp.Prompt) bool { return !ok(p.Name) })
+			l.Prompts = slices.DeleteFunc(l.Prompts, func(p *mcp.Prompt) bool { return !ok(p.Name, g.aliases(policy.Prompt, p.Name)...) })
 			l.CacheScope = "private"
 		case *mcp.ListResourcesResult:
 			ok := e.Visible(who, policy.Resource)
@@ -161,32 +159,66 @@ func (g *Gateway) policies(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// callerKey is the context key of the caller the policies middleware
+// found for a request (callerOfRequest).
+type callerKey struct{}
+
+// callerOfRequest is the caller of a request, nil for an anonymous one.
+type callerOfRequest struct{ s *identity.Subject }
+
+// decideSubscription applies the policies to a subscription: decided,
+// never rate limited (a subscription is no call), audited when refused.
+func (g *Gateway) decideSubscription(ctx context.Context, req *mcp.SubscribeRequest) error {
+	e := g.policyEngine()
+	if e == nil || req.Params == nil {
+		return nil
+	}
+	var who *identity.Subject
+	if c, ok := ctx.Value(callerKey{}).(callerOfRequest); ok {
+		who = c.s
+	} else {
+		who = subjectOf(ctx, req, e)
+	}
+	return g.decideOnly(ctx, e, who, req.Session, "resources/subscribe", policy.Resource, req.Params.URI)
+}
+
 // admit decides a call of who to name, takes it from the rate limits when
 // the policies allow it, tells OnVerdict, and returns the JSON-RPC error
 // the caller gets when it is refused.
 func (g *Gateway) admit(ctx context.Context, e *policy.Engine, who *identity.Subject, ss *mcp.ServerSession, method string, kind policy.Kind, name string) error {
+	return g.verdict(ctx, e, who, ss, method, kind, name, true)
+}
+
+// decideOnly is admit without the rate limits: for a subscription or a
+// completion, which name a resource or prompt but call nothing.
+func (g *Gateway) decideOnly(ctx context.Context, e *policy.Engine, who *identity.Subject, ss *mcp.ServerSession, method string, kind policy.Kind, name string) error {
+	return g.verdict(ctx, e, who, ss, method, kind, name, false)
+}
+
+func (g *Gateway) verdict(ctx context.Context, e *policy.Engine, who *identity.Subject, ss *mcp.ServerSession, method string, kind policy.Kind, name string, limited bool) error {
 	now := time.Now()
 	v := &Verdict{Subject: who, Method: method, Kind: kind, Name: name, Downstream: ss, Start: now}
-	v.Decision = e.Decide(who, kind, name)
-	if v.Decision.Allowed {
-		v.Limited = e.Admit(who, kind, name, now)
-	}
+	var aliases []string
 	if g.registry != nil {
 		switch kind {
 		case policy.Tool:
 			if te, ok := g.registry.LookupTool(name); ok {
-				v.Server, v.Original = te.Server, te.Original
+				v.Server, v.Original, aliases = te.Server, te.Original, registry.Aliases(te.Full)
 			} else if te, ok := g.registry.LookupDormant(name); ok {
-				v.Server, v.Original = te.Server, te.Original
+				v.Server, v.Original, aliases = te.Server, te.Original, registry.Aliases(te.Full)
 			}
 		case policy.Prompt:
 			if pe, ok := g.registry.LookupPrompt(name); ok {
-				v.Server, v.Original = pe.Server, pe.Original
+				v.Server, v.Original, aliases = pe.Server, pe.Original, registry.Aliases(pe.Full)
 			}
 		case policy.Resource:
 			v.Server, _ = g.registry.LookupResource(name)
 			v.Original = name
 		}
+	}
+	v.Decision = e.Decide(who, kind, name, aliases...)
+	if v.Decision.Allowed && limited {
+		v.Limited = e.Admit(who, kind, name, now, aliases...)
 	}
 	if g.opts.OnVerdict != nil {
 		g.opts.OnVerdict(ctx, v)
@@ -198,6 +230,29 @@ func (g *Gateway) admit(ctx context.Context, e *policy.Engine, who *identity.Sub
 	case v.Limited != nil:
 		g.logger.Debug("call refused by a rate limit", "method", method, "name", name, "subject", policy.Describe(who), "rule", v.Limited.Rule, "retry_after", v.Limited.RetryAfter)
 		return limitedError(kind, name, who, v.Limited, now)
+	}
+	return nil
+}
+
+// aliases are the other names of the exposed tool or prompt name that a
+// policy glob may name (registry.Aliases); none for a name the registry
+// does not know.
+func (g *Gateway) aliases(kind policy.Kind, name string) []string {
+	if g.registry == nil {
+		return nil
+	}
+	switch kind {
+	case policy.Tool:
+		if te, ok := g.registry.LookupTool(name); ok {
+			return registry.Aliases(te.Full)
+		}
+		if te, ok := g.registry.LookupDormant(name); ok {
+			return registry.Aliases(te.Full)
+		}
+	case policy.Prompt:
+		if pe, ok := g.registry.LookupPrompt(name); ok {
+			return registry.Aliases(pe.Full)
+		}
 	}
 	return nil
 }

@@ -25,11 +25,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
@@ -162,11 +164,18 @@ func (g *Gateway) pendingRoots(next mcp.MethodHandler) mcp.MethodHandler {
 
 // endingSessions cancels the host's outstanding requests to a session its
 // client deletes, before the go-sdk handler closes it: the close waits for
-// them, and the client for the close.
+// them, and the client for the close. Only a DELETE the handler will
+// carry out does that: one it refuses (an unsupported MCP-Protocol-Version,
+// another subject's token) changes nothing.
 func (g *Gateway) endingSessions(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodDelete {
-			g.endAsksByID(r.Header.Get("Mcp-Session-Id"))
+			id := r.Header.Get(sessionIDHeader)
+			v := r.Header.Get("Mcp-Protocol-Version")
+			if (v == "" || slices.Contains(mcp.SupportedProtocolVersions(), v)) &&
+				g.sessionUses.ownedBy(id, identity.FromContext(r.Context()).Caller()) {
+				g.endAsksByID(id)
+			}
 		}
 		next.ServeHTTP(w, r)
 	})

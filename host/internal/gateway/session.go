@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/identity"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 )
@@ -45,50 +47,100 @@ func (g *Gateway) CloseSessions() {
 /*
 Design note: sessions at the cap.
 
-The host bounds the HTTP sessions open at once (max_sessions). Refusing
-every newcomer at the cap would let one client that opens sessions and
-abandons them lock every other client out until the idle timeout closes
-them, so a newcomer at the cap takes the place of the least recently used
-idle session instead (AdmitSession). A session is idle when none of its
-HTTP requests is being served: no POST in flight (a call, a list), no GET
-stream open (a client listening for notifications and requests), no
-DELETE. Its age is when its last request ended. Only when every session is
-busy is the newcomer refused. The evicted session's client gets 404 on its
-next request and, as the protocol says, initializes a new session.
+The host bounds the HTTP sessions open at once (max_sessions) and the
+sessions of one subject (max_sessions_per_subject). Refusing every
+newcomer at the cap would let one client that opens sessions and abandons
+them lock every other client out until the idle timeout closes them, so a
+newcomer at the cap takes the place of an idle session instead
+(AdmitSession): one of the subject with the most sessions, the least
+recently used of those. A session is idle when none of its HTTP requests
+is being served: no POST in flight (a call, a list), no GET stream open (a
+client listening for notifications and requests), no DELETE. Its age is
+when its last request ended. Only when every session is busy is the
+newcomer refused. A subject at its own cap makes room with its own idle
+sessions only, never another's; with none idle it is refused, and every
+other subject still gets sessions. The evicted session's client gets 404
+on its next request and, as the protocol says, initializes a new session.
 
-The go-sdk's handler keeps its sessions to itself, so the gateway watches
-the requests on their way in (sessionUses): by the Mcp-Session-Id header
-of each request, and of the response that created the session.
+The go-sdk's handler keeps its sessions to itself, so the gateway keeps
+its own book (sessionUses): an entry is made when the session's
+initialize reaches the gateway's receiving middleware (which knows the
+*mcp.ServerSession and its subject), and removed only when that session's
+connection has really ended (ServerSession.Wait returns) — never because
+of what a request asked: a DELETE the handler refuses (a bad
+MCP-Protocol-Version, another subject's token) leaves the session and its
+entry as they were. Each HTTP request with a session id counts as in
+flight on its entry while it is served. A session the go-sdk lists with
+an id but the book does not know (one whose initialize is still on its
+way) can still be evicted, after every idle session it knows.
 */
 
-// sessionUse is what the gateway knows of one HTTP session's use.
+// sessionUse is what the gateway knows of one HTTP session.
 type sessionUse struct {
-	open int       // the session's requests being served
-	last time.Time // when the last of them ended (created: when it began)
-	seen uint64    // the last sweep that found the session still open
+	ss      *mcp.ServerSession
+	owner   string    // the subject that opened it (identity.Subject.Caller)
+	open    int       // the session's requests being served
+	last    time.Time // when the last of them ended (created: when it began)
+	closing bool      // being evicted: no longer counted for its owner
 }
 
-// sessionUses tracks the use of the HTTP sessions, by session id.
+// sessionUses tracks the HTTP sessions and their use.
 type sessionUses struct {
-	mu      sync.Mutex // guards every field
-	byID    map[string]*sessionUse
-	closing int    // sessions being evicted, still counted by the server
-	sweep   uint64 // the number of the last sweep
+	mu      sync.Mutex             // guards every field
+	byID    map[string]*sessionUse // by session id
+	byOwner map[string]int         // sessions per owner, those being evicted left out
+	closing int                    // sessions being evicted, still counted by the server
 }
 
-// opened records the session a request created.
-func (u *sessionUses) opened(id string) {
+// opened records the HTTP session ss, opened by owner, whose initialize
+// is being served; it is forgotten when the session's connection ends.
+// It reports whether ss was new to the book.
+func (u *sessionUses) opened(ss *mcp.ServerSession, owner string) bool {
+	id := ss.ID()
 	if id == "" {
-		return
+		return false // stdio, in-memory, or a stateless request
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.byID == nil {
-		u.byID = map[string]*sessionUse{}
+		u.byID, u.byOwner = map[string]*sessionUse{}, map[string]int{}
 	}
-	if _, ok := u.byID[id]; !ok {
-		u.byID[id] = &sessionUse{last: time.Now()}
+	if _, ok := u.byID[id]; ok {
+		return false
 	}
+	u.byID[id] = &sessionUse{ss: ss, owner: owner, last: time.Now()}
+	u.byOwner[owner]++
+	return true
+}
+
+// closed forgets the session id once its connection ended.
+func (u *sessionUses) closed(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a := u.byID[id]
+	if a == nil {
+		return
+	}
+	delete(u.byID, id)
+	if !a.closing {
+		u.uncount(a.owner)
+	}
+}
+
+// uncount takes one session off owner's count. u.mu must be held.
+func (u *sessionUses) uncount(owner string) {
+	if u.byOwner[owner]--; u.byOwner[owner] <= 0 {
+		delete(u.byOwner, owner)
+	}
+}
+
+// ownedBy reports whether the session id is in the book and was opened by
+// caller.
+func (u *sessionUses) ownedBy(id, caller string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a := u.byID[id]
+	return a != nil && a.owner == caller
 }
 
 // begin records a request of session id starting; it reports false for a
@@ -104,9 +156,9 @@ func (u *sessionUses) begin(id string) bool {
 	return true
 }
 
-// end records a request of session id ending; deleted says the request
-// ended the session.
-func (u *sessionUses) end(id string, deleted bool) {
+// end records a request of session id ending. What the request asked
+// (a DELETE) does not matter: the entry goes when the session closes.
+func (u *sessionUses) end(id string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	a := u.byID[id]
@@ -115,9 +167,41 @@ func (u *sessionUses) end(id string, deleted bool) {
 	}
 	a.open--
 	a.last = time.Now()
-	if deleted && a.open == 0 {
-		delete(u.byID, id)
+}
+
+// sessionBook is the receiving middleware that enters each HTTP session
+// into sessionUses when its initialize arrives, with the subject that
+// opened it, and forgets it when its connection ends.
+func (g *Gateway) sessionBook(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "initialize" {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && g.sessionUses.opened(ss, callerOf(ctx, req)) {
+				// The initialize that creates the session (its POST has no
+				// session id yet) is the session's request in flight until
+				// that POST ends: trackSessions ends it by the response's
+				// session id.
+				if extra := req.GetExtra(); extra != nil && extra.Header != nil && extra.Header.Get(sessionIDHeader) == "" {
+					g.sessionUses.begin(ss.ID())
+				}
+				go func() {
+					ss.Wait()
+					g.sessionUses.closed(ss.ID())
+				}()
+			}
+		}
+		return next(ctx, method, req)
 	}
+}
+
+// callerOf names the caller of an HTTP request for the per-subject bounds:
+// the subject the ingress established, "anonymous" without one.
+func callerOf(ctx context.Context, req mcp.Request) string {
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+		if s, ok := extra.TokenInfo.Extra[identity.TokenInfoKey].(*identity.Subject); ok && s != nil {
+			return s.Caller()
+		}
+	}
+	return identity.FromContext(ctx).Caller()
 }
 
 // trackSessions wraps the session-based HTTP handler so that sessionUses
@@ -127,11 +211,15 @@ func (g *Gateway) trackSessions(next http.Handler) http.Handler {
 		id := r.Header.Get(sessionIDHeader)
 		if id == "" {
 			next.ServeHTTP(w, r)
-			g.sessionUses.opened(w.Header().Get(sessionIDHeader))
+			// The initialize that created a session counted as its request
+			// in flight (sessionBook).
+			if created := w.Header().Get(sessionIDHeader); created != "" {
+				g.sessionUses.end(created)
+			}
 			return
 		}
 		if g.sessionUses.begin(id) {
-			defer g.sessionUses.end(id, r.Method == http.MethodDelete)
+			defer g.sessionUses.end(id)
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -140,60 +228,94 @@ func (g *Gateway) trackSessions(next http.Handler) http.Handler {
 // sessionIDHeader carries the session id of the streamable HTTP transport.
 const sessionIDHeader = "Mcp-Session-Id"
 
-// AdmitSession makes room for one more downstream session when limit of
-// them are open: it closes the HTTP session that has been idle the longest
-// (see the design note above). It reports false, and closes nothing, when
-// limit are open and none of them is idle.
-func (g *Gateway) AdmitSession(limit int) bool {
+// Errors of AdmitSession.
+var (
+	// ErrSessionsBusy: max_sessions are open and every one is busy.
+	ErrSessionsBusy = errors.New("every session is busy")
+	// ErrSubjectSessions: the subject has max_sessions_per_subject
+	// sessions open and every one of them is busy.
+	ErrSubjectSessions = errors.New("the subject's sessions are all busy")
+)
+
+// AdmitSession makes room for one more downstream session of owner (an
+// identity.Subject.Caller) when limit sessions are open, or perSubject of
+// owner's (0: no per-subject bound). See the design note above: at its
+// own cap a subject's least recently used idle session makes room, else
+// ErrSubjectSessions; at the host's cap an idle session of the subject
+// with the most sessions does, else ErrSessionsBusy. Nothing is closed
+// when it returns an error.
+func (g *Gateway) AdmitSession(limit, perSubject int, owner string) error {
 	u := &g.sessionUses
 	u.mu.Lock()
+	if perSubject > 0 && u.byOwner[owner] >= perSubject {
+		victim := u.idlest(func(a *sessionUse) bool { return a.owner == owner })
+		if victim == nil {
+			u.mu.Unlock()
+			return ErrSubjectSessions
+		}
+		g.evict(victim, "max_sessions_per_subject", perSubject)
+		return nil
+	}
 	open := g.Sessions() - u.closing
-	if open < limit && len(u.byID) < 2*limit {
-		u.mu.Unlock()
-		return true
-	}
-	// Sweep: find the least recently used idle session, and forget the
-	// sessions that closed on their own (idle timeout) meanwhile.
-	u.sweep++
-	var lru *mcp.ServerSession
-	var lruAt time.Time
-	for ss := range g.server.Sessions() {
-		a := u.byID[ss.ID()]
-		if a == nil {
-			continue // stdio, stateless, or still initializing
-		}
-		a.seen = u.sweep
-		if a.open == 0 && (lru == nil || a.last.Before(lruAt)) {
-			lru, lruAt = ss, a.last
-		}
-	}
-	for id, a := range u.byID {
-		if a.seen != u.sweep && a.open == 0 {
-			delete(u.byID, id)
-		}
-	}
 	if open < limit {
 		u.mu.Unlock()
-		return true
+		return nil
 	}
-	if lru == nil {
-		u.mu.Unlock()
-		return false
+	most := 0
+	for _, n := range u.byOwner {
+		most = max(most, n)
 	}
-	delete(u.byID, lru.ID())
+	// The subject with the most sessions gives one up first; among
+	// subjects with as many, the idlest session goes.
+	for n := most; n > 0; n-- {
+		if victim := u.idlest(func(a *sessionUse) bool { return u.byOwner[a.owner] == n }); victim != nil {
+			g.evict(victim, "max_sessions", limit)
+			return nil
+		}
+	}
+	// A session the book does not know (its initialize is on its way).
+	for ss := range g.server.Sessions() {
+		if id := ss.ID(); id != "" && u.byID[id] == nil {
+			g.evict(&sessionUse{ss: ss, owner: "", last: time.Now()}, "max_sessions", limit)
+			return nil
+		}
+	}
+	u.mu.Unlock()
+	return ErrSessionsBusy
+}
+
+// idlest is the least recently used idle session of the book that pick
+// accepts, nil when none. u.mu must be held.
+func (u *sessionUses) idlest(pick func(*sessionUse) bool) *sessionUse {
+	var lru *sessionUse
+	for _, a := range u.byID {
+		if a.open == 0 && !a.closing && pick(a) && (lru == nil || a.last.Before(lru.last)) {
+			lru = a
+		}
+	}
+	return lru
+}
+
+// evict closes the session of a to make room under the bound named limit
+// (of value n). g.sessionUses.mu must be held; evict unlocks it.
+func (g *Gateway) evict(a *sessionUse, limit string, n int) {
+	u := &g.sessionUses
+	if u.byID[a.ss.ID()] == a {
+		a.closing = true
+		u.uncount(a.owner)
+	}
 	u.closing++
 	u.mu.Unlock()
 	g.opts.LimitHits.Hit(limits.MaxSessions)
-	g.logger.Info("idle downstream session closed to make room for a new one (max_sessions)",
-		"max_sessions", limit, "idle_for", time.Since(lruAt).Round(time.Second))
+	g.logger.Info("idle downstream session closed to make room for a new one", "limit", limit, limit, n,
+		"idle_for", time.Since(a.last).Round(time.Second))
 	// Closed off the newcomer's request: Close waits for the session's
 	// handlers, and one may still run for a request whose POST has gone
 	// (its client disconnected mid-call).
 	go func() {
-		lru.Close()
+		a.ss.Close()
 		u.mu.Lock()
 		u.closing--
 		u.mu.Unlock()
 	}()
-	return true
 }

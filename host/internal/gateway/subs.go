@@ -57,6 +57,12 @@ const unsubscribeTimeout = 10 * time.Second
 // any upstream call.
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
+	// Decided here, not in the receiving middleware: a 2026-07-28
+	// client subscribes inside its subscriptions/listen request, which the
+	// go-sdk turns into calls of this handler that no middleware sees.
+	if err := g.decideSubscription(ctx, req); err != nil {
+		return err
+	}
 	server, ok := g.lookupResource(uri)
 	if !ok {
 		return invalidParams("unknown resource %q", uri)

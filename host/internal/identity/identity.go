@@ -31,6 +31,14 @@ type Subject struct {
 	ID string `json:"id,omitempty"`
 	// Email is the token's email claim, when it has one.
 	Email string `json:"email,omitempty"`
+	// EmailVerified is the token's email_verified claim when it has an
+	// email (nil without one): whether the provider checked that the
+	// subject owns the address. Policies match email: selectors only
+	// when it is true, or when EmailTrusted.
+	EmailVerified *bool `json:"email_verified,omitempty"`
+	// EmailTrusted says the issuer is trusted for its unverified emails
+	// too (the oidc block's trust_unverified_email).
+	EmailTrusted bool `json:"-"`
 	// Groups are the token's groups claim (groups_claim).
 	Groups []string `json:"groups,omitempty"`
 	// Client is the OAuth client the token was issued to (its azp or
@@ -42,12 +50,29 @@ type Subject struct {
 
 // Key is what binds a session to its subject: the go-sdk refuses a
 // request on a session opened by another key ("session user mismatch").
-// Every holder of the shared token is one caller, so its key is "".
-func (s *Subject) Key() string {
-	if s == nil || s.Via != ViaOIDC {
-		return ""
+// It is Caller: every holder of the shared token is one caller ("token"),
+// and a session the shared token opened is refused to an OIDC subject as
+// much as the other way round.
+func (s *Subject) Key() string { return s.Caller() }
+
+// Caller names the caller a per-caller bound counts (rate limit buckets,
+// the sessions of max_sessions_per_subject): "oidc:ID" or "local:NAME";
+// "token" for every holder of the shared token, who are one caller; and
+// "anonymous" for a nil Subject (an HTTP endpoint without auth).
+func (s *Subject) Caller() string {
+	switch {
+	case s == nil:
+		return "anonymous"
+	case s.Via == ViaToken:
+		return ViaToken
 	}
-	return ViaOIDC + ":" + s.ID
+	return s.Via + ":" + s.ID
+}
+
+// EmailMatchable reports whether policies may match s by its email: the
+// provider verified it, or its issuer is trusted for unverified ones.
+func (s *Subject) EmailMatchable() bool {
+	return s != nil && s.Email != "" && (s.EmailTrusted || (s.EmailVerified != nil && *s.EmailVerified))
 }
 
 type contextKey struct{}

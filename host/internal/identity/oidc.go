@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
 	"golang.org/x/time/rate"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
@@ -68,6 +69,8 @@ var (
 type OIDC struct {
 	cfg    config.OIDC
 	client *http.Client
+	// introspector checks opaque tokens; nil without introspection_url.
+	introspector *introspector
 
 	mu          sync.Mutex            // guards the fields below
 	verifier    *oidc.IDTokenVerifier // nil until discovery succeeded
@@ -81,13 +84,33 @@ func NewOIDC(cfg config.OIDC) *OIDC {
 	// A Config built in Go may leave the claim names empty.
 	cfg.SubjectClaim = cmp.Or(cfg.SubjectClaim, config.DefaultOIDCSubjectClaim)
 	cfg.GroupsClaim = cmp.Or(cfg.GroupsClaim, config.DefaultOIDCGroupsClaim)
-	return &OIDC{cfg: cfg, client: &http.Client{
+	o := &OIDC{cfg: cfg, client: &http.Client{
 		Timeout: providerTimeout,
 		Transport: &providerTransport{
 			next:    http.DefaultTransport,
 			limiter: rate.NewLimiter(rate.Every(keyFetchInterval), keyFetchBurst),
+			burst:   keyFetchBurst, per: keyFetchInterval * keyFetchBurst,
 		},
 	}}
+	if cfg.IntrospectionURL != "" {
+		o.introspector = newIntrospector(cfg.IntrospectionURL, cfg.ClientID, cfg.ClientSecret, &http.Client{
+			Timeout: providerTimeout,
+			Transport: &providerTransport{
+				next:    http.DefaultTransport,
+				limiter: rate.NewLimiter(introspectionRate, introspectionBurst),
+				burst:   introspectionBurst, per: time.Second * introspectionBurst / introspectionRate,
+			},
+		})
+	}
+	return o
+}
+
+// skew is how far a token's times may be off this host's clock.
+func (o *OIDC) skew() time.Duration {
+	if o.cfg.ClockSkew > 0 {
+		return o.cfg.ClockSkew
+	}
+	return config.DefaultOIDCClockSkew
 }
 
 // Issuer is the provider's issuer URL.
@@ -98,6 +121,15 @@ func (o *OIDC) Audience() string { return o.cfg.Audience }
 
 // Scopes are the scopes every token must be granted.
 func (o *OIDC) Scopes() []string { return o.cfg.Scopes }
+
+// ScopesSupported are the scopes the protected resource metadata
+// advertises: scopes_supported, else the required ones.
+func (o *OIDC) ScopesSupported() []string {
+	if len(o.cfg.ScopesSupported) > 0 {
+		return o.cfg.ScopesSupported
+	}
+	return o.cfg.Scopes
+}
 
 // tokenVerifier returns the go-oidc verifier, discovering the provider
 // on first use.
@@ -122,37 +154,114 @@ func (o *OIDC) tokenVerifier(ctx context.Context) (*oidc.IDTokenVerifier, error)
 	}
 	// An access token is verified like an ID token, with the resource as
 	// the audience (RFC 9068): ClientID is the aud go-oidc checks.
-	o.verifier = p.Verifier(&oidc.Config{ClientID: o.cfg.Audience})
+	// The times are checked in Verify, with clock_skew: go-oidc's own
+	// check allows nbf a fixed five minutes and exp none.
+	o.verifier = p.Verifier(&oidc.Config{ClientID: o.cfg.Audience, SkipExpiryCheck: true})
 	o.discoverErr = nil
 	return o.verifier, nil
 }
 
-// Verify checks raw and returns its subject. The error wraps
-// ErrInvalidToken, ErrInsufficientScope or ErrProviderUnavailable, and
-// says why without quoting the token.
+// jwsAlgorithms are the signature algorithms a JWT's header is read
+// with (to tell a JWT from an opaque token, and read its typ); go-oidc
+// checks the one the token uses against the provider's.
+var jwsAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512, jose.PS256, jose.PS384, jose.PS512,
+	jose.ES256, jose.ES384, jose.ES512, jose.EdDSA}
+
+// Verify checks raw and returns its subject: a JWT against the provider's
+// keys, an opaque token at its introspection endpoint (with
+// introspection_url). The error wraps ErrInvalidToken,
+// ErrInsufficientScope or ErrProviderUnavailable, and says why without
+// quoting the token.
 func (o *OIDC) Verify(ctx context.Context, raw string) (*Subject, error) {
+	jws, jwsErr := jose.ParseSigned(raw, jwsAlgorithms)
+	if jwsErr != nil && o.introspector != nil {
+		s, err := o.introspect(ctx, raw)
+		if err != nil {
+			return nil, err
+		}
+		return o.checkScopes(s)
+	}
 	v, err := o.tokenVerifier(ctx)
 	if err != nil {
 		return nil, err
 	}
 	tok, err := v.Verify(ctx, raw)
 	if err != nil {
-		var expired *oidc.TokenExpiredError
-		if errors.As(err, &expired) {
-			return nil, fmt.Errorf("%w: it expired at %s", ErrInvalidToken, expired.Expiry.UTC().Format(time.RFC3339))
+		if jwsErr != nil {
+			return nil, fmt.Errorf("%w: it is not a JWT (an opaque token? set introspection_url in the oidc block to check those): %s", ErrInvalidToken, strings.TrimPrefix(err.Error(), "oidc: "))
 		}
 		return nil, fmt.Errorf("%w: %s", ErrInvalidToken, strings.TrimPrefix(err.Error(), "oidc: "))
+	}
+	if o.cfg.RequireTypAtJWT {
+		// RFC 9068 §4: an access token says so in its header, so an ID
+		// token or another JWT of the issuer is not taken for one.
+		typ, _ := jws.Signatures[0].Protected.ExtraHeaders[jose.HeaderType].(string)
+		if t := strings.ToLower(typ); t != "at+jwt" && t != "application/at+jwt" {
+			return nil, fmt.Errorf("%w: its header typ is %q, not \"at+jwt\" (RFC 9068; require_typ_at_jwt is set)", ErrInvalidToken, typ)
+		}
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
 		return nil, fmt.Errorf("%w: its claims are not a JSON object: %v", ErrInvalidToken, err)
 	}
+	if err := o.checkTimes(tok.Expiry, claims); err != nil {
+		return nil, err
+	}
+	// A token for several audiences names the party it was issued to
+	// (OpenID Connect Core §3.1.3.7): without azp nothing verified says
+	// which client holds it.
+	if len(tok.Audience) > 1 {
+		if azp, _ := claims["azp"].(string); azp == "" {
+			return nil, fmt.Errorf("%w: it names %d audiences and no azp (authorized party); mcpvisor accepts a token for several audiences only when azp names its client", ErrInvalidToken, len(tok.Audience))
+		}
+	}
+	s, err := o.subject(claims)
+	if err != nil {
+		return nil, err
+	}
+	return o.checkScopes(s)
+}
+
+// checkTimes checks exp, nbf and iat against this host's clock, each
+// allowed clock_skew.
+func (o *OIDC) checkTimes(exp time.Time, claims map[string]any) error {
+	now, skew := time.Now(), o.skew()
+	if exp.IsZero() {
+		return fmt.Errorf("%w: it has no exp; mcpvisor does not accept a token without an expiry", ErrInvalidToken)
+	}
+	if now.After(exp.Add(skew)) {
+		return fmt.Errorf("%w: it expired at %s", ErrInvalidToken, exp.UTC().Format(time.RFC3339))
+	}
+	if nbf, ok := claims["nbf"].(float64); ok && now.Add(skew).Before(time.Unix(int64(nbf), 0)) {
+		return fmt.Errorf("%w: it is not valid before %s (clock_skew %s)", ErrInvalidToken, time.Unix(int64(nbf), 0).UTC().Format(time.RFC3339), skew)
+	}
+	if iat, ok := claims["iat"].(float64); ok && now.Add(skew).Before(time.Unix(int64(iat), 0)) {
+		return fmt.Errorf("%w: it was issued in the future, at %s (clock_skew %s)", ErrInvalidToken, time.Unix(int64(iat), 0).UTC().Format(time.RFC3339), skew)
+	}
+	return nil
+}
+
+// subject reads the subject of a token's claims (a JWT's, or an
+// introspection answer's).
+func (o *OIDC) subject(claims map[string]any) (*Subject, error) {
 	s := &Subject{Via: ViaOIDC}
 	s.ID, _ = claims[o.cfg.SubjectClaim].(string)
 	if s.ID == "" {
 		return nil, fmt.Errorf("%w: it has no %q claim (subject_claim) naming its subject", ErrInvalidToken, o.cfg.SubjectClaim)
 	}
 	s.Email, _ = claims["email"].(string)
+	if s.Email != "" {
+		// A boolean, or (some providers) the string "true".
+		verified := false
+		switch v := claims["email_verified"].(type) {
+		case bool:
+			verified = v
+		case string:
+			verified = strings.EqualFold(v, "true")
+		}
+		s.EmailVerified = &verified
+		s.EmailTrusted = o.cfg.TrustUnverifiedEmail
+	}
 	s.Groups = stringsClaim(claims[o.cfg.GroupsClaim])
 	if c, ok := claims["azp"].(string); ok {
 		s.Client = c
@@ -163,6 +272,11 @@ func (o *OIDC) Verify(ctx context.Context, raw string) (*Subject, error) {
 	if s.Scopes == nil {
 		s.Scopes = stringsClaim(claims["scp"])
 	}
+	return s, nil
+}
+
+// checkScopes refuses s when it lacks a required scope.
+func (o *OIDC) checkScopes(s *Subject) (*Subject, error) {
 	for _, want := range o.cfg.Scopes {
 		if !slices.Contains(s.Scopes, want) {
 			return s, fmt.Errorf("%w: the token is not granted scope %q", ErrInsufficientScope, want)
@@ -195,12 +309,14 @@ func stringsClaim(v any) []string {
 type providerTransport struct {
 	next    http.RoundTripper
 	limiter *rate.Limiter
+	burst   int           // the limiter's burst, for the error
+	per     time.Duration // the time the limiter takes to refill it
 }
 
 func (t *providerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.limiter.Allow() {
-		return nil, fmt.Errorf("not fetching %s: more than %d fetches in %s (tokens with unknown keys or forged signatures?); retry in a moment",
-			req.URL.Redacted(), keyFetchBurst, keyFetchInterval*keyFetchBurst)
+		return nil, fmt.Errorf("not fetching %s: more than %d fetches in %s (tokens with unknown keys, forged signatures or made-up opaque tokens?); retry in a moment",
+			req.URL.Redacted(), t.burst, t.per)
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {

@@ -43,7 +43,8 @@ func FuzzSubject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, sel string) {
 		kind, value, err := config.ParseSubject(sel)
-		callers := []*identity.Subject{nil, {Via: identity.ViaToken}, {Via: identity.ViaLocal, ID: value}, {Via: identity.ViaOIDC, ID: value, Email: value, Groups: []string{value}, Client: value}}
+		verified := true
+		callers := []*identity.Subject{nil, {Via: identity.ViaToken}, {Via: identity.ViaLocal, ID: value}, {Via: identity.ViaOIDC, ID: value, Email: value, EmailVerified: &verified, Groups: []string{value}, Client: value}}
 		if err != nil {
 			for _, c := range callers {
 				if Applies(sel, c) {

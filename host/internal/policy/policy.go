@@ -21,6 +21,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/mtibben/confusables"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
@@ -70,6 +73,7 @@ type Engine struct {
 	policies []*config.Policy
 	local    *identity.Subject
 	limits   *Limiters
+	globs    map[string]string // every glob of the policies, folded (foldGlob)
 }
 
 // New compiles the policies of a configuration. stdioSubject names the
@@ -84,7 +88,16 @@ func New(policies []*config.Policy, stdioSubject string, limiters *Limiters) *En
 	if limiters == nil {
 		limiters = NewLimiters(0)
 	}
-	return &Engine{policies: slices.Clone(policies), local: LocalSubject(stdioSubject), limits: limiters}
+	e := &Engine{policies: slices.Clone(policies), local: LocalSubject(stdioSubject), limits: limiters, globs: map[string]string{}}
+	for _, p := range policies {
+		for _, g := range slices.Concat(p.Tools, p.Prompts, p.Resources, p.Deny) {
+			e.globs[g] = foldGlob(g)
+		}
+		for _, rt := range p.ToolRates {
+			e.globs[rt.Match] = foldGlob(rt.Match)
+		}
+	}
+	return e
 }
 
 // LocalSubject is the caller of stdio and library calls: the local user,
@@ -163,7 +176,10 @@ func Applies(sel string, s *identity.Subject) bool {
 	case config.SubjectID:
 		return s.Via != identity.ViaToken && s.ID == value
 	case config.SubjectEmail:
-		return s.Email != "" && strings.EqualFold(s.Email, value)
+		// Only an address the provider verified (or one its issuer is
+		// trusted for, trust_unverified_email): anyone can put any
+		// address in an account of most providers.
+		return s.Email != "" && s.EmailMatchable() && strings.EqualFold(s.Email, value)
 	case config.SubjectGroup:
 		return slices.Contains(s.Groups, value)
 	case config.SubjectClient:
@@ -184,6 +200,69 @@ func Match(kind Kind, g, name string) bool {
 	return err == nil && ok
 }
 
+// Fold is what a name and a policy glob are compared as: Unicode NFKC
+// (compatibility forms: fullwidth letters, ligatures), case folded, then
+// the UTS #39 skeleton (confusables: a Cyrillic "е" is a Latin "e", "ℓ"
+// an "l"), case folded again. Two names a person reading them cannot tell
+// apart fold alike, so an upstream cannot slip a deny by naming its tool
+// "Delete" or "dеlete".
+func Fold(name string) string {
+	s := norm.NFKC.String(name)
+	s = foldCase.String(s)
+	s = confusables.Skeleton(s)
+	return foldCase.String(s)
+}
+
+var foldCase = cases.Fold()
+
+// globMeta are the characters of a path.Match pattern that foldGlob keeps
+// as they are: folding never maps to or from them (only literal text).
+const globMeta = `*?[]\-^!`
+
+// foldGlob folds the literal text of the glob g, keeping its pattern
+// characters, so that Match(kind, foldGlob(g), Fold(name)) compares g and
+// name as Fold does.
+func foldGlob(g string) string {
+	var b, lit strings.Builder
+	flush := func() {
+		b.WriteString(Fold(lit.String()))
+		lit.Reset()
+	}
+	for _, r := range g {
+		if strings.ContainsRune(globMeta, r) {
+			flush()
+			b.WriteRune(r)
+			continue
+		}
+		lit.WriteRune(r)
+	}
+	flush()
+	return b.String()
+}
+
+// matchFolded reports whether the folded glob fg (foldGlob) matches any
+// of names (folded with Fold).
+func matchFolded(kind Kind, fg string, names []string) bool {
+	for _, n := range names {
+		if Match(kind, fg, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// foldAll folds the exposed name and its aliases once for a decision.
+func foldAll(name string, aliases []string) []string {
+	out := make([]string, 0, 1+len(aliases))
+	out = append(out, Fold(name))
+	for _, a := range aliases {
+		if f := Fold(a); !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // applying returns the policies that apply to s.
 func (e *Engine) applying(s *identity.Subject) []*config.Policy {
 	var out []*config.Policy
@@ -201,35 +280,51 @@ func (e *Engine) applying(s *identity.Subject) []*config.Policy {
 // Decide answers whether s may use the name of kind: denied when a deny
 // glob of a policy that applies to s matches it; else allowed when a
 // tools, prompts or resources glob of such a policy does; else denied
-// (no policy allows it).
-func (e *Engine) Decide(s *identity.Subject, kind Kind, name string) Decision {
+// (no policy allows it). aliases are the other names of the same thing a
+// glob may have been written for: for an exposed tool or prompt, the
+// upstream's own name with the server's prefix, before and after the
+// registry made it a valid name (registry.Registry.Aliases). A glob
+// matches when it matches the name or an alias, compared as Fold does.
+func (e *Engine) Decide(s *identity.Subject, kind Kind, name string, aliases ...string) Decision {
 	if e == nil {
 		return Decision{Allowed: true}
 	}
-	return decide(e.applying(s), s, kind, name)
+	return e.decide(e.applying(s), s, kind, name, foldAll(name, aliases))
 }
 
 // Visible returns what s may see of kind, for filtering a list: the
 // policies that apply to s are found once, not once per name.
-func (e *Engine) Visible(s *identity.Subject, kind Kind) func(name string) bool {
+func (e *Engine) Visible(s *identity.Subject, kind Kind) func(name string, aliases ...string) bool {
 	if e == nil {
-		return func(string) bool { return true }
+		return func(string, ...string) bool { return true }
 	}
 	ps := e.applying(s)
-	return func(name string) bool { return decide(ps, s, kind, name).Allowed }
+	return func(name string, aliases ...string) bool {
+		return e.decide(ps, s, kind, name, foldAll(name, aliases)).Allowed
+	}
 }
 
-func decide(ps []*config.Policy, s *identity.Subject, kind Kind, name string) Decision {
+// match reports whether the policies' glob g matches any of the folded
+// names.
+func (e *Engine) match(kind Kind, g string, folded []string) bool {
+	fg, ok := e.globs[g]
+	if !ok {
+		fg = foldGlob(g)
+	}
+	return matchFolded(kind, fg, folded)
+}
+
+func (e *Engine) decide(ps []*config.Policy, s *identity.Subject, kind Kind, name string, folded []string) Decision {
 	for _, p := range ps {
 		for _, g := range p.Deny {
-			if Match(kind, g, name) {
+			if e.match(kind, g, folded) {
 				return Decision{Policy: p.Name, Rule: fmt.Sprintf("policy %q deny %q", p.Name, g)}
 			}
 		}
 	}
 	for _, p := range ps {
 		for _, g := range allows(p, kind) {
-			if Match(kind, g, name) {
+			if e.match(kind, g, folded) {
 				return Decision{Allowed: true, Policy: p.Name, Rule: fmt.Sprintf("policy %q %s %q", p.Name, kind.attribute(), g)}
 			}
 		}
@@ -266,26 +361,31 @@ type Limited struct {
 }
 
 // Admit takes one call of s to the name of kind from the rate limits of
-// the policies that apply to s: each policy's rate block (per subject)
-// and each rate "glob" block that matches the name (per subject and
-// name). The call is admitted only if every one of them has room; then it
-// takes a token from each. Otherwise no token is taken and the Limited
-// with the longest wait says when to retry.
-func (e *Engine) Admit(s *identity.Subject, kind Kind, name string, now time.Time) *Limited {
+// the policies that apply to s: each policy's rate block and each rate
+// "glob" block that matches the name (or an alias, as Decide matches),
+// one bucket per subject and block: a labelled block counts the calls to
+// every name it matches together. The call is admitted only if every one
+// of them has room; then it takes a token from each. Otherwise no token
+// is taken and the Limited with the longest wait says when to retry.
+func (e *Engine) Admit(s *identity.Subject, kind Kind, name string, now time.Time, aliases ...string) *Limited {
 	if e == nil {
 		return nil
 	}
 	var keys []bucketKey
 	var rates []*config.Rate
 	var who []*config.Policy
+	var folded []string
 	for _, p := range e.applying(s) {
 		if p.Rate != nil {
-			keys = append(keys, bucketKey{policy: p.Name, subject: subjectKey(s), rate: *p.Rate})
+			keys = append(keys, bucketKey{policy: p.Name, rate: *p.Rate})
 			rates, who = append(rates, p.Rate), append(who, p)
 		}
 		for _, rt := range p.ToolRates {
-			if Match(kind, rt.Match, name) {
-				keys = append(keys, bucketKey{policy: p.Name, subject: subjectKey(s), rate: *rt, name: kind.String() + ":" + name})
+			if folded == nil {
+				folded = foldAll(name, aliases)
+			}
+			if e.match(kind, rt.Match, folded) {
+				keys = append(keys, bucketKey{policy: p.Name, rate: *rt})
 				rates, who = append(rates, rt), append(who, p)
 			}
 		}
@@ -293,7 +393,7 @@ func (e *Engine) Admit(s *identity.Subject, kind Kind, name string, now time.Tim
 	if len(keys) == 0 {
 		return nil
 	}
-	i, wait := e.limits.take(keys, now)
+	i, wait := e.limits.take(subjectKey(s), keys, now)
 	if i < 0 {
 		return nil
 	}
@@ -306,35 +406,29 @@ func (e *Engine) Admit(s *identity.Subject, kind Kind, name string, now time.Tim
 
 // Explain describes, for `mcpvisor policy check`, which policies apply to
 // s and the rate limits a call of the name would count against.
-func (e *Engine) Explain(s *identity.Subject, kind Kind, name string) (applying []string, limits []string) {
+func (e *Engine) Explain(s *identity.Subject, kind Kind, name string, aliases ...string) (applying []string, limits []string) {
 	if e == nil {
 		return nil, nil
 	}
+	folded := foldAll(name, aliases)
 	for _, p := range e.applying(s) {
 		applying = append(applying, p.Name)
 		if p.Rate != nil {
 			limits = append(limits, fmt.Sprintf("policy %q rate: %d calls a minute per subject (burst %d)", p.Name, p.Rate.CallsPerMinute, p.Rate.BurstOrDefault()))
 		}
 		for _, rt := range p.ToolRates {
-			if Match(kind, rt.Match, name) {
-				limits = append(limits, fmt.Sprintf("policy %q rate %q: %d calls a minute per subject and %s (burst %d)", p.Name, rt.Match, rt.CallsPerMinute, kind, rt.BurstOrDefault()))
+			if e.match(kind, rt.Match, folded) {
+				limits = append(limits, fmt.Sprintf("policy %q rate %q: %d calls a minute per subject, over every %s it matches (burst %d)", p.Name, rt.Match, rt.CallsPerMinute, kind, rt.BurstOrDefault()))
 			}
 		}
 	}
 	return applying, limits
 }
 
-// subjectKey is who a rate limit counts: one bucket per OIDC subject, per
-// local user, one for the shared token and one for anonymous callers.
-func subjectKey(s *identity.Subject) string {
-	if s == nil {
-		return "anonymous"
-	}
-	if s.Via == identity.ViaToken {
-		return identity.ViaToken
-	}
-	return s.Via + ":" + s.ID
-}
+// subjectKey is whose buckets a rate limit counts: one set per OIDC
+// subject, per local user, one for the shared token and one for anonymous
+// callers.
+func subjectKey(s *identity.Subject) string { return s.Caller() }
 
 // Same reports whether e and o hold the same policies and local subject
 // (what each caller may see is the same under both).

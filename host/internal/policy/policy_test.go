@@ -46,7 +46,8 @@ var testPolicies = []*config.Policy{
 func TestDecide(t *testing.T) {
 	e := New(testPolicies, "alice", nil)
 	analyst := &identity.Subject{Via: identity.ViaOIDC, ID: "u1", Groups: []string{"analysts"}}
-	alice := &identity.Subject{Via: identity.ViaOIDC, ID: "u2", Email: "Alice@Example.com"}
+	verified := true
+	alice := &identity.Subject{Via: identity.ViaOIDC, ID: "u2", Email: "Alice@Example.com", EmailVerified: &verified}
 	both := &identity.Subject{Via: identity.ViaOIDC, ID: "u3", Groups: []string{"analysts", "ops"}}
 	nobody := &identity.Subject{Via: identity.ViaOIDC, ID: "u4"}
 	svc := &identity.Subject{Via: identity.ViaOIDC, ID: "svc-1"}
@@ -119,7 +120,7 @@ func TestNoPolicies(t *testing.T) {
 }
 
 // TestAdmit: the per-subject rate counts every call of a subject, a
-// labelled rate each matching name apart; a refused call takes no token
+// labelled rate every call to a name it matches; a refused call takes no token
 // from the others; the wait is what the bucket says.
 func TestAdmit(t *testing.T) {
 	ps := []*config.Policy{{
@@ -139,9 +140,14 @@ func TestAdmit(t *testing.T) {
 	if l == nil || l.Rule != `policy "p" rate "search__*"` || l.RetryAfter != 10*time.Second || l.CallsPerMinute != 6 {
 		t.Fatalf("second search call: %+v; want the search rate, retry in 10s", l)
 	}
-	// Another name under the same label has a bucket of its own; the
-	// refused call took nothing from the per-subject bucket (3 - 1 used).
-	for i, name := range []string{"search__y", "other"} {
+	// Another name under the same label shares its bucket: the rate is
+	// the subject's over every name the glob matches.
+	if l := e.Admit(a, Tool, "search__y", now); l == nil || l.Rule != `policy "p" rate "search__*"` {
+		t.Fatalf("search__y after search__x: %+v; want the search rate's one bucket, empty", l)
+	}
+	// The refused calls took nothing from the per-subject bucket (3 - 1
+	// used).
+	for i, name := range []string{"other", "other2"} {
 		if l := e.Admit(a, Tool, name, now); l != nil {
 			t.Fatalf("call %d (%s) limited: %+v", i, name, l)
 		}

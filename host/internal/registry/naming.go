@@ -36,6 +36,19 @@ func ExposedName(prefix, sep, name string) string {
 	return clean[:keep] + "_" + hex.EncodeToString(sum[:])[:hashSuffixLen]
 }
 
+// Aliases are the names besides the exposed one that a policy glob may
+// have been written for, given an entry's Full name: Full itself (the
+// upstream's own name with the prefix, "weird__del/ete") and Full made
+// valid but not yet cut or made unique ("weird__del_ete"), so a deny of
+// either still holds when the exposed name had to change (a clash
+// suffix, a cut). Empty without a Full name.
+func Aliases(full string) []string {
+	if full == "" {
+		return nil
+	}
+	return []string{full, sanitise(full)}
+}
+
 // fullName is what ExposedName sanitises: prefix + sep + name, or name
 // alone when prefix is empty.
 func fullName(prefix, sep, name string) string {

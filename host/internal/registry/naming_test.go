@@ -153,3 +153,14 @@ func ExampleExposedName() {
 	// my_server__do_it_now
 	// 64 srv__xxxxx _
 }
+
+// TestAliases: a tool's aliases are its full upstream name and that name
+// made valid, before any clash suffix or cut.
+func TestAliases(t *testing.T) {
+	if got := registry.Aliases("weird__del/ete"); len(got) != 2 || got[0] != "weird__del/ete" || got[1] != "weird__del_ete" {
+		t.Errorf("Aliases(weird__del/ete) = %q", got)
+	}
+	if got := registry.Aliases(""); got != nil {
+		t.Errorf("Aliases(\"\") = %q; want none", got)
+	}
+}

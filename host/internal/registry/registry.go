@@ -58,6 +58,9 @@ type ToolEntry struct {
 	Server string
 	// Original is the tool's name on that server.
 	Original string
+	// Full is Original with the server's prefix and the separator, as it
+	// was before it was made a valid, unique name (Aliases).
+	Full string
 }
 
 // PromptEntry is one exposed prompt.
@@ -68,6 +71,9 @@ type PromptEntry struct {
 	Server string
 	// Original is the prompt's name on that server.
 	Original string
+	// Full is Original with the server's prefix and the separator, as it
+	// was before it was made a valid, unique name (Aliases).
+	Full string
 }
 
 // ResourceEntry is one exposed resource. URIs are never renamed.
@@ -425,7 +431,7 @@ func (r *Registry) build() *snapshot {
 		w := s.decide(KindTool, key, cs, true)
 		t := *w.item.(*mcp.Tool)
 		t.Name = key
-		s.tools[key] = ToolEntry{Tool: &t, Server: w.server, Original: w.original}
+		s.tools[key] = ToolEntry{Tool: &t, Server: w.server, Original: w.original, Full: w.full}
 	}
 	s.dormant = map[string]ToolEntry{}
 	for _, server := range slices.Sorted(maps.Keys(r.dormant)) {
@@ -444,7 +450,7 @@ func (r *Registry) build() *snapshot {
 		w := s.decide(KindPrompt, key, cs, true)
 		p := *w.item.(*mcp.Prompt)
 		p.Name = key
-		s.prompts[key] = PromptEntry{Prompt: &p, Server: w.server, Original: w.original}
+		s.prompts[key] = PromptEntry{Prompt: &p, Server: w.server, Original: w.original, Full: w.full}
 	}
 	for key, cs := range resources {
 		w := s.decide(KindResource, key, cs, false)
