@@ -1368,7 +1368,7 @@ func TestCLIReachesEveryRunningInstance(t *testing.T) {
 
 	start("run", "--stdio")
 	start("run", "--stdio")
-	start("run")
+	httpHost := start("run")
 	testutil.Eventually(t, 60*time.Second, "three instances, each with echo ready", func() bool {
 		out, _, err := cli("status", "-config", cfgPath)
 		return err == nil && strings.Count(out, " ready ") == 3 && strings.Count(out, "mcpvisor pid ") == 3
@@ -1405,8 +1405,13 @@ func TestCLIReachesEveryRunningInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	doc := httpStatus(t, addr)
-	syscall.Kill(doc.Servers[0].Pid, syscall.SIGKILL)
+	// Its echo is its child: /status shows no pid to an anonymous caller,
+	// who is no operator (docs/security.md, "The operator's door").
+	kids := testutil.Descendants(httpHost.Process.Pid)
+	if len(kids) == 0 {
+		t.Fatal("the HTTP instance has no child process")
+	}
+	syscall.Kill(kids[0], syscall.SIGKILL)
 	testutil.Eventually(t, 30*time.Second, "the HTTP instance's echo to park", func() bool {
 		return httpStatus(t, addr).Servers[0].State == "parked"
 	})

@@ -150,8 +150,10 @@ server "free" {
 `, addr, echoBin, filepath.Dir(echoBin), echoBin))
 	startRun(t, nil, cfg, addr)
 	var out string
+	// Through the control socket, as an operator: an anonymous caller of
+	// /status sees readiness only (docs/auth.md).
 	testutil.Eventually(t, 30*time.Second, "both servers ready", func() bool {
-		_, out, _ = runBin(t, nil, "status", "-config", cfg, "-addr", addr)
+		_, out, _ = runBin(t, nil, "status", "-config", cfg)
 		return strings.Count(out, " ready ") == 2
 	})
 	lines := strings.Split(out, "\n")
@@ -176,7 +178,7 @@ server "free" {
 	if !strings.HasPrefix(free[col:], "- ") {
 		t.Errorf("free's SANDBOX: %q\n%s", free[col:], out)
 	}
-	_, js, _ := runBin(t, nil, "status", "-config", cfg, "-addr", addr, "-json")
+	_, js, _ := runBin(t, nil, "status", "-config", cfg, "-json")
 	if !strings.Contains(js, `"sandbox": "landlock: read 1, write 0; net none"`) {
 		t.Errorf("status -json lacks the sandbox:\n%s", js)
 	}

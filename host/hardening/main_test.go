@@ -291,13 +291,52 @@ type serverStatus struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
-// status returns /status's servers by name.
+// operatorStatus is GET /status as the CLI asks it: over mv's control
+// socket with the local operator credential (docs/security.md, "The
+// operator's door"), which sees what an anonymous caller does not (pids,
+// generations, sandboxes). ok is false when mv serves no control socket.
+func (mv *mcpvisor) operatorStatus(t *testing.T) (*http.Response, bool) {
+	t.Helper()
+	runtimeDir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpvisor-%d", os.Getuid()))
+	env := mv.cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	for _, kv := range env {
+		if x, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok && x != "" {
+			runtimeDir = filepath.Join(x, "mcpvisor")
+		}
+	}
+	socks, _ := filepath.Glob(filepath.Join(runtimeDir, fmt.Sprintf("*-%d.sock", mv.pid)))
+	token, err := os.ReadFile(filepath.Join(runtimeDir, "operator-token"))
+	if len(socks) != 1 || err != nil {
+		return nil, false
+	}
+	hc := &http.Client{Timeout: healthzTimeout, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socks[0])
+	}}}
+	t.Cleanup(hc.CloseIdleConnections)
+	req, _ := http.NewRequest(http.MethodGet, "http://mcpvisor/status", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET /status over the control socket %s: %v", socks[0], err)
+	}
+	return resp, true
+}
+
+// status returns /status's servers by name, as an operator sees them
+// (operatorStatus), or as any caller does where mv has no control socket.
 func (mv *mcpvisor) status(t *testing.T) map[string]serverStatus {
 	t.Helper()
-	hc := newHTTPClient(t, healthzTimeout)
-	resp, err := hc.Get("http://" + mv.addr + "/status")
-	if err != nil {
-		t.Fatalf("GET /status: %v", err)
+	resp, ok := mv.operatorStatus(t)
+	if !ok {
+		hc := newHTTPClient(t, healthzTimeout)
+		var err error
+		if resp, err = hc.Get("http://" + mv.addr + "/status"); err != nil {
+			t.Fatalf("GET /status: %v", err)
+		}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
