@@ -178,6 +178,8 @@ func (g *Gateway) admit(ctx context.Context, e *policy.Engine, who *identity.Sub
 				v.Server, v.Original = te.Server, te.Original
 			} else if te, ok := g.registry.LookupDormant(name); ok {
 				v.Server, v.Original = te.Server, te.Original
+			} else if te, ok := g.registry.LookupUnlisted(name); ok {
+				v.Server, v.Original = te.Server, te.Original
 			}
 		case policy.Prompt:
 			if pe, ok := g.registry.LookupPrompt(name); ok {
