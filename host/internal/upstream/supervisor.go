@@ -146,7 +146,7 @@ const (
 	// maxExpiryRetries bounds how often one operation is sent again after
 	// the server expired its session (each time on the newest session;
 	// another caller's expiry may have ended it), within its deadline.
-	maxExpiryRetries = 8
+	maxExpiryRetries = 32
 
 	// processExitGrace is how long a broken process-backed session waits for
 	// the process's exit to be reported, so status shows the exit status
