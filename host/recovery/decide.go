@@ -80,6 +80,10 @@ type Failure struct {
 	// since the call was sent, for the reconnect.unresponsive_after-th
 	// time in a row, or on a half-open probe. The executor counts.
 	Unanswered bool
+	// NotSent is set when the operation was never sent: its session was
+	// already closing (NotSent). It did not run, so it is sent again on a
+	// newer session, whatever it is.
+	NotSent bool
 }
 
 // Decision is what a failure means for the supervisor: what follows, and
@@ -133,6 +137,8 @@ type Decision struct {
 //     return the step-up error.
 //   - needs_login: reconnect (the run loop finds the same and waits for a
 //     login); no strike, since the server is reachable.
+//   - not sent (the session was already closing): retry on a newer
+//     session, replayable or not, since the operation did not run.
 //   - timeout: strike; replace a session whose process stopped reading,
 //     and one that no longer answers (Unanswered: unresponsive). Never
 //     retried: the call may have run.
@@ -166,6 +172,12 @@ func Decide(f Failure) Decision {
 		return Decision{Next: Backoff}
 	}
 	first := f.Stage == FirstTry
+	if f.NotSent && f.Class != Canceled {
+		// The session was closing under the operation (another caller's
+		// failure ended it): nothing was sent, nothing to strike or
+		// report; the run loop is replacing the session already.
+		return Decision{Next: RetryOnce, SessionFailed: first}
+	}
 	switch f.Class {
 	case None, Application, InsufficientScope:
 		return Decision{Answered: true}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
@@ -72,6 +74,31 @@ func TestDecideUnanswered(t *testing.T) {
 			if got != want {
 				t.Errorf("%s/replayable=%t: got %+v, want %+v", stage, replayable, got, want)
 			}
+		}
+	}
+}
+
+// TestDecideNotSent: an operation made on a session already closing was
+// never sent: it is sent again on a newer session, replayable or not,
+// with no strike (the failure that closed the session was counted).
+func TestDecideNotSent(t *testing.T) {
+	for _, stage := range []recovery.Stage{recovery.FirstTry, recovery.Retry} {
+		for _, replayable := range []bool{false, true} {
+			got := recovery.Decide(recovery.Failure{Stage: stage, Class: recovery.Transport, Replayable: replayable, NotSent: true})
+			want := recovery.Decision{Next: recovery.RetryOnce, SessionFailed: stage == recovery.FirstTry}
+			if got != want {
+				t.Errorf("%s/replayable=%t: got %+v, want %+v", stage, replayable, got, want)
+			}
+		}
+	}
+	err := fmt.Errorf("%w: calling %q: %v", mcp.ErrConnectionClosed, "tools/call", errors.New("client is closing"))
+	if !recovery.NotSent(err) {
+		t.Errorf("NotSent(%v) = false", err)
+	}
+	for _, err := range []error{nil, mcp.ErrConnectionClosed, errors.New("client is closing"),
+		fmt.Errorf("%w: calling %q: %v", mcp.ErrConnectionClosed, "tools/call", errors.New("server is closing"))} {
+		if recovery.NotSent(err) {
+			t.Errorf("NotSent(%v) = true", err)
 		}
 	}
 }

@@ -134,7 +134,7 @@ func (e *executor) do(ctx context.Context, d Downstream, op string, replayable b
 	sent := time.Now()
 	err = fn(ctx, sess)
 	e.idle.release(sess)
-	f := recovery.Failure{Stage: recovery.FirstTry, Class: classify(ctx, sess, err), Replayable: replayable, Stalled: sess.stalled()}
+	f := recovery.Failure{Stage: recovery.FirstTry, Class: classify(ctx, sess, err), Replayable: replayable, Stalled: sess.stalled(), NotSent: recovery.NotSent(err)}
 	f.Unanswered = f.Class == recovery.Timeout && e.unanswered(op, sess, sent, own, probe)
 	dec := recovery.Decide(f)
 	if dec.SessionFailed && e.in.isStopping() {
@@ -164,7 +164,7 @@ func (e *executor) do(ctx context.Context, d Downstream, op string, replayable b
 		sent = time.Now()
 		err = fn(ctx, next)
 		e.idle.release(next)
-		f = recovery.Failure{Stage: recovery.Retry, Class: classify(ctx, next, err), Replayable: replayable, Stalled: next.stalled()}
+		f = recovery.Failure{Stage: recovery.Retry, Class: classify(ctx, next, err), Replayable: replayable, Stalled: next.stalled(), NotSent: recovery.NotSent(err)}
 		f.Unanswered = f.Class == recovery.Timeout && e.unanswered(op, next, sent, own, false)
 		dec = recovery.Decide(f)
 		e.carryOut(op, next, dec, err)
@@ -194,11 +194,19 @@ func (e *executor) unanswered(op string, sess *session, sent time.Time, own, pro
 	n := int(sess.unanswered.Add(1))
 	limit := cmp.Or(e.cfg.Reconnect.UnresponsiveAfter, config.DefaultUnresponsiveAfter)
 	e.life.recordError(fmt.Errorf("%s: no answer within the call timeout (%s), %d in a row", op, e.cfg.Timeout, n))
-	if probe || n >= limit {
-		e.logger.Warn("server not answering; replacing it", "op", op, "timeouts_in_a_row", n, "half_open_probe", probe, "generation", sess.gen)
-		return true
+	if !probe && n < limit {
+		return false
 	}
-	return false
+	// A tool that takes longer than the timeout is slow, not hung: the
+	// server is replaced only if it does not answer a ping either.
+	ctx, cancel := context.WithTimeout(context.Background(), min(max(e.cfg.Timeout, livenessPingFloor), livenessPingCap))
+	defer cancel()
+	if err := sess.cs.Ping(ctx, nil); err == nil {
+		sess.lastAnswer.Store(time.Now().UnixNano())
+		return false
+	}
+	e.logger.Warn("server not answering (nor a ping); replacing it", "op", op, "timeouts_in_a_row", n, "half_open_probe", probe, "generation", sess.gen)
+	return true
 }
 
 // hold holds sess for an attempt of operation op (idle.go: idler.hold).

@@ -62,7 +62,13 @@ func TestUnresponsiveServerIsReplaced(t *testing.T) {
 	h.waitState("ready", 1)
 	oldPid := pidOf(t, h.sup)
 
-	go call(context.Background(), h.sup, "hang", "") // never answered
+	// The hang call is never answered; its caller gives up, and the
+	// server answers nothing from then on.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	if _, err := call(ctx, h.sup, "hang", ""); err == nil {
+		t.Fatal("the hang tool answered")
+	}
+	cancel()
 	failed := callUntilAnswered(t, h.sup)
 	checkReplaced(t, h, log, oldPid, failed)
 }

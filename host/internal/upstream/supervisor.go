@@ -148,6 +148,13 @@ const (
 	// another caller's expiry may have ended it), within its deadline.
 	maxExpiryRetries = 32
 
+	// livenessPingFloor and livenessPingCap bound the ping that confirms a
+	// server stopped answering (executor.unanswered): the call timeout,
+	// at least the floor (a loaded machine answers a ping late) and at
+	// most the cap.
+	livenessPingFloor = 2 * time.Second
+	livenessPingCap   = 10 * time.Second
+
 	// processExitGrace is how long a broken process-backed session waits for
 	// the process's exit to be reported, so status shows the exit status
 	// and stderr rather than "connection closed".
