@@ -205,7 +205,7 @@ func (e *executor) unanswered(op string, sess *session, sent time.Time, own, pro
 		sess.lastAnswer.Store(time.Now().UnixNano())
 		return false
 	}
-	e.logger.Warn("server not answering (nor a ping); replacing it", "op", op, "timeouts_in_a_row", n, "half_open_probe", probe, "generation", sess.gen)
+	e.logger.Warn("server not answering (nor a ping); replacing it", "reason", RestartUnresponsive, "op", op, "timeouts_in_a_row", n, "half_open_probe", probe, "generation", sess.gen)
 	return true
 }
 

@@ -451,8 +451,11 @@ func (s *Supervisor) restarted(sess *session, why RestartReason) {
 	if why == "" {
 		why = RestartTransport
 	}
-	if why == RestartIdle {
+	switch why {
+	case RestartIdle:
 		s.logger.Info("started after an idle stop", "generation", sess.gen)
+	case RestartUnresponsive:
+		s.logger.Warn("replaced a server that had stopped answering", "reason", why, "generation", sess.gen)
 	}
 	if s.opts.Observer != nil {
 		s.opts.Observer.Restarted(s.name, sess.gen, why)
