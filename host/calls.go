@@ -43,6 +43,10 @@ func (h *Host) CallTool(ctx context.Context, name string, args any) (*mcp.CallTo
 		e, ok = h.registry.LookupDormant(name)
 	}
 	if !ok {
+		// So does one of a server that never listed its tools.
+		e, ok = h.registry.LookupUnlisted(name)
+	}
+	if !ok {
 		return nil, fmt.Errorf("%w %q: not exposed by any ready server (see `mcpvisor tools`)", ErrUnknownTool, name)
 	}
 	// The caller of a library call is the local user (docs/auth.md).

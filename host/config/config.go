@@ -40,6 +40,10 @@ const (
 	// a server that connects and drops at once respawning forever.
 	DefaultHealthyAfter = 30 * time.Second
 
+	// DefaultUnresponsiveAfter is how many consecutive call timeouts with
+	// no answer in between replace a server that no longer answers.
+	DefaultUnresponsiveAfter = 2
+
 	// DefaultBreakerThreshold is the number of consecutive transport
 	// failures that opens a server's circuit breaker.
 	DefaultBreakerThreshold = 3
@@ -537,6 +541,11 @@ type Reconnect struct {
 	ParkedRetry time.Duration
 	// HealthyAfter is how long a session must stay up to reset the budget.
 	HealthyAfter time.Duration
+	// UnresponsiveAfter is how many consecutive call timeouts with no
+	// answer in between make a session unresponsive: its process is
+	// replaced (a remote server's session is replaced), reason
+	// "unresponsive".
+	UnresponsiveAfter int
 }
 
 // Breaker is the `breaker { … }` block.

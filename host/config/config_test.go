@@ -40,6 +40,8 @@ func defaultServer(name string, tr config.Transport) *config.Server {
 			MaxBackoff:   60 * time.Second,
 			ParkedRetry:  300 * time.Second,
 			HealthyAfter: 30 * time.Second,
+
+			UnresponsiveAfter: 2,
 		},
 		Breaker: config.Breaker{Threshold: 3, Cooldown: 60 * time.Second},
 		// Bounds on bytes from this server.
@@ -78,6 +80,7 @@ server "everything" {
     max_backoff   = "30s"
     parked_retry  = "10m"
     healthy_after = "1m"
+    unresponsive_after = 3
   }
   breaker {
     threshold = 1
@@ -258,6 +261,8 @@ server "svc" {
 							MaxBackoff:   30 * time.Second,
 							ParkedRetry:  10 * time.Minute,
 							HealthyAfter: time.Minute,
+
+							UnresponsiveAfter: 3,
 						},
 						Breaker:        config.Breaker{Threshold: 1, Cooldown: 5 * time.Second},
 						MaxMessageSize: 4 << 20,

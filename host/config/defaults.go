@@ -36,6 +36,8 @@ func defaultReconnect() Reconnect {
 		MaxBackoff:   DefaultMaxBackoff,
 		ParkedRetry:  DefaultParkedRetry,
 		HealthyAfter: DefaultHealthyAfter,
+
+		UnresponsiveAfter: DefaultUnresponsiveAfter,
 	}
 }
 
@@ -113,6 +115,9 @@ func (c *Config) ApplyDefaults() {
 		}
 		if s.Reconnect.HealthyAfter == 0 {
 			s.Reconnect.HealthyAfter = r.HealthyAfter
+		}
+		if s.Reconnect.UnresponsiveAfter == 0 {
+			s.Reconnect.UnresponsiveAfter = r.UnresponsiveAfter
 		}
 		b := defaultBreaker()
 		if s.Breaker.Threshold == 0 {

@@ -567,6 +567,10 @@ func (d *decoder) server(rs *serverSchema) *Server {
 			s.Reconnect.HealthyAfter = v
 			at("reconnect.healthy_after", rr.HealthyAfter)
 		}
+		if v, ok := d.integer(rr.UnresponsiveAfter, "unresponsive_after"); ok {
+			s.Reconnect.UnresponsiveAfter = v
+			at("reconnect.unresponsive_after", rr.UnresponsiveAfter)
+		}
 	}
 
 	if rb := rs.Breaker; rb != nil {

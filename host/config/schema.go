@@ -237,6 +237,8 @@ type reconnectSchema struct {
 	MaxBackoff   hcl.Expression `hcl:"max_backoff,optional"`
 	ParkedRetry  hcl.Expression `hcl:"parked_retry,optional"`
 	HealthyAfter hcl.Expression `hcl:"healthy_after,optional"`
+
+	UnresponsiveAfter hcl.Expression `hcl:"unresponsive_after,optional"`
 }
 
 // breakerSchema is the `breaker { … }` block inside a server block.

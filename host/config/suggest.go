@@ -99,7 +99,7 @@ var homes = map[string]string{
 	"include_arguments": "the host block's audit block",
 	"include":           "a server's tools block", "exclude": "a server's tools block",
 	"max_retries": "a server's reconnect block", "max_backoff": "a server's reconnect block",
-	"parked_retry": "a server's reconnect block", "healthy_after": "a server's reconnect block",
+	"parked_retry": "a server's reconnect block", "healthy_after": "a server's reconnect block", "unresponsive_after": "a server's reconnect block",
 	"threshold": "a server's breaker block", "cooldown": "a server's breaker block",
 	"sha256": "a server's plugin block", "config": "a server's plugin block",
 	"metrics": "the host block", "max_names_per_server": "the host block's metrics block", "max_names": "the host block's metrics block",

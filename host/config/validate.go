@@ -410,6 +410,10 @@ func (k *checker) server(s *Server) {
 	k.positive(s, "reconnect.max_backoff", name, s.Reconnect.MaxBackoff)
 	k.positive(s, "reconnect.parked_retry", name, s.Reconnect.ParkedRetry)
 	k.positive(s, "reconnect.healthy_after", name, s.Reconnect.HealthyAfter)
+	if s.Reconnect.UnresponsiveAfter < 1 {
+		k.errorf(k.at(s, "reconnect.unresponsive_after"), "Invalid unresponsive_after",
+			"unresponsive_after in %s is %d; it must be 1 or more (the consecutive call timeouts with no answer that replace the server; default %d).", name, s.Reconnect.UnresponsiveAfter, DefaultUnresponsiveAfter)
+	}
 
 	if s.Breaker.Threshold < 1 {
 		k.errorf(k.at(s, "breaker.threshold"), "Invalid threshold",

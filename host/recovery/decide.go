@@ -75,6 +75,15 @@ type Failure struct {
 	Stalled bool
 	// Err is a connect attempt's error (Stage Connect).
 	Err error
+	// Unanswered is set for a timeout that makes the session unresponsive:
+	// the server's own call timeout passed with no answer on the session
+	// since the call was sent, for the reconnect.unresponsive_after-th
+	// time in a row, or on a half-open probe. The executor counts.
+	Unanswered bool
+	// NotSent is set when the operation was never sent: its session was
+	// already closing (NotSent). It did not run, so it is sent again on a
+	// newer session, whatever it is.
+	NotSent bool
 }
 
 // Decision is what a failure means for the supervisor: what follows, and
@@ -107,6 +116,17 @@ type Decision struct {
 	// possibly the operation's doing, so the death is not charged to the
 	// retry budget that parks the server for every client.
 	DiedInCall bool
+	// Unresponsive means the session no longer answers (a deadlocked or
+	// stopped process, a hung remote server): it is replaced, with the
+	// restart reason "unresponsive". The call is not replayed: it may
+	// have run.
+	Unresponsive bool
+	// Expired means the server answered that it no longer knows the
+	// session (it expired it): the server is reachable, so the breaker
+	// is not struck and the session's end does not spend the retry
+	// budget; the request did not run, so it is retried on the newest
+	// session, again if another caller's expiry ended that one too.
+	Expired bool
 }
 
 // Decide says what a failure means (docs/design.md §6):
@@ -117,13 +137,22 @@ type Decision struct {
 //     return the step-up error.
 //   - needs_login: reconnect (the run loop finds the same and waits for a
 //     login); no strike, since the server is reachable.
-//   - timeout: strike; replace a session whose process stopped reading.
-//   - auth, session_gone: the server rejected the request before running
-//     it: reconnect and retry once. Auth again after that is given up.
+//   - not sent (the session was already closing): retry on a newer
+//     session, replayable or not, since the operation did not run.
+//   - timeout: strike; replace a session whose process stopped reading,
+//     and one that no longer answers (Unanswered: unresponsive). Never
+//     retried: the call may have run.
+//   - auth: the server rejected the request before running it: reconnect
+//     and retry once. Auth again after that is given up.
+//   - session_gone: the server expired the session and rejected the
+//     request before running it: reconnect and retry, at the retry stage
+//     too (the new session may have been ended by another caller's
+//     expiry; the executor bounds the retries by the call's deadline).
+//     Not a failure of the server: no strike, no budget spent.
 //   - process_died, transport: strike the session, reconnect, and retry
 //     once only when the operation is replayable.
 //
-// A retry is never retried. At the Connect stage Err decides: a missing
+// A retry is never retried, except after a session_gone. At the Connect stage Err decides: a missing
 // login or scope awaits a login, a command that cannot start parks, and
 // anything else backs off against the retry budget.
 func Decide(f Failure) Decision {
@@ -143,6 +172,12 @@ func Decide(f Failure) Decision {
 		return Decision{Next: Backoff}
 	}
 	first := f.Stage == FirstTry
+	if f.NotSent && f.Class != Canceled {
+		// The session was closing under the operation (another caller's
+		// failure ended it): nothing was sent, nothing to strike or
+		// report; the run loop is replacing the session already.
+		return Decision{Next: RetryOnce, SessionFailed: first}
+	}
 	switch f.Class {
 	case None, Application, InsufficientScope:
 		return Decision{Answered: true}
@@ -151,6 +186,9 @@ func Decide(f Failure) Decision {
 	case NeedsLogin:
 		return Decision{ReleaseProbe: first, Reconnect: true}
 	case Timeout:
+		if f.Unanswered {
+			return Decision{Strike: true, Reconnect: true, Unresponsive: true}
+		}
 		return Decision{Strike: true, Reconnect: first && f.Stalled}
 	case Auth:
 		if !first {
@@ -158,10 +196,7 @@ func Decide(f Failure) Decision {
 		}
 		return Decision{Next: RetryOnce, Reconnect: true, SessionFailed: true}
 	case SessionGone:
-		if !first {
-			return Decision{Reconnect: true}
-		}
-		return Decision{Next: RetryOnce, Reconnect: true, SessionFailed: true}
+		return Decision{Next: RetryOnce, Reconnect: true, SessionFailed: first, Expired: true}
 	}
 	// process_died, transport, and anything else that failed the session.
 	d := Decision{StrikeSession: true, Reconnect: true, SessionFailed: first, DiedInCall: f.Class == ProcessDied}

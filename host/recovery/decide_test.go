@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
@@ -29,14 +31,15 @@ func TestDecide(t *testing.T) {
 		{recovery.FirstTry, recovery.Timeout, true, false, D{Strike: true}},
 		{recovery.FirstTry, recovery.Timeout, true, true, D{Strike: true, Reconnect: true}},
 		{recovery.FirstTry, recovery.Auth, false, false, D{Next: recovery.RetryOnce, Reconnect: true, SessionFailed: true}},
-		{recovery.FirstTry, recovery.SessionGone, false, false, D{Next: recovery.RetryOnce, Reconnect: true, SessionFailed: true}},
+		{recovery.FirstTry, recovery.SessionGone, false, false, D{Next: recovery.RetryOnce, Reconnect: true, SessionFailed: true, Expired: true}},
 		{recovery.FirstTry, recovery.ProcessDied, false, false, D{StrikeSession: true, Reconnect: true, SessionFailed: true, DiedInCall: true}},
 		{recovery.FirstTry, recovery.ProcessDied, true, false, D{Next: recovery.RetryOnce, StrikeSession: true, Reconnect: true, SessionFailed: true, DiedInCall: true}},
 		{recovery.FirstTry, recovery.Transport, false, false, D{StrikeSession: true, Reconnect: true, SessionFailed: true}},
 		{recovery.FirstTry, recovery.Transport, true, false, D{Next: recovery.RetryOnce, StrikeSession: true, Reconnect: true, SessionFailed: true}},
 		{recovery.FirstTry, recovery.Unavailable, true, false, D{Next: recovery.RetryOnce, StrikeSession: true, Reconnect: true, SessionFailed: true}},
 
-		// A retry is never retried, and releases no probe (the first try
+		// A retry is never retried, except after a session expiry (the
+		// request did not run), and releases no probe (the first try
 		// settled it).
 		{recovery.Retry, recovery.None, true, false, answered},
 		{recovery.Retry, recovery.Application, true, false, answered},
@@ -45,7 +48,8 @@ func TestDecide(t *testing.T) {
 		{recovery.Retry, recovery.NeedsLogin, true, false, D{Reconnect: true}},
 		{recovery.Retry, recovery.Timeout, true, true, D{Strike: true}},
 		{recovery.Retry, recovery.Auth, true, false, D{}},
-		{recovery.Retry, recovery.SessionGone, true, false, D{Reconnect: true}},
+		{recovery.Retry, recovery.SessionGone, true, false, D{Next: recovery.RetryOnce, Reconnect: true, Expired: true}},
+		{recovery.Retry, recovery.SessionGone, false, false, D{Next: recovery.RetryOnce, Reconnect: true, Expired: true}},
 		{recovery.Retry, recovery.ProcessDied, true, false, D{StrikeSession: true, Reconnect: true, DiedInCall: true}},
 		{recovery.Retry, recovery.Transport, true, false, D{StrikeSession: true, Reconnect: true}},
 	}
@@ -54,6 +58,47 @@ func TestDecide(t *testing.T) {
 		got := recovery.Decide(recovery.Failure{Stage: c.stage, Class: c.class, Replayable: c.replayable, Stalled: c.stalled})
 		if got != c.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", name, got, c.want)
+		}
+	}
+}
+
+// TestDecideUnanswered: a timeout that leaves the session unresponsive
+// (no answer since the call was sent, unresponsive_after times in a row,
+// or on a half-open probe) replaces the session at either stage, and is
+// never retried: the call may have run.
+func TestDecideUnanswered(t *testing.T) {
+	want := recovery.Decision{Strike: true, Reconnect: true, Unresponsive: true}
+	for _, stage := range []recovery.Stage{recovery.FirstTry, recovery.Retry} {
+		for _, replayable := range []bool{false, true} {
+			got := recovery.Decide(recovery.Failure{Stage: stage, Class: recovery.Timeout, Replayable: replayable, Unanswered: true})
+			if got != want {
+				t.Errorf("%s/replayable=%t: got %+v, want %+v", stage, replayable, got, want)
+			}
+		}
+	}
+}
+
+// TestDecideNotSent: an operation made on a session already closing was
+// never sent: it is sent again on a newer session, replayable or not,
+// with no strike (the failure that closed the session was counted).
+func TestDecideNotSent(t *testing.T) {
+	for _, stage := range []recovery.Stage{recovery.FirstTry, recovery.Retry} {
+		for _, replayable := range []bool{false, true} {
+			got := recovery.Decide(recovery.Failure{Stage: stage, Class: recovery.Transport, Replayable: replayable, NotSent: true})
+			want := recovery.Decision{Next: recovery.RetryOnce, SessionFailed: stage == recovery.FirstTry}
+			if got != want {
+				t.Errorf("%s/replayable=%t: got %+v, want %+v", stage, replayable, got, want)
+			}
+		}
+	}
+	err := fmt.Errorf("%w: calling %q: %v", mcp.ErrConnectionClosed, "tools/call", errors.New("client is closing"))
+	if !recovery.NotSent(err) {
+		t.Errorf("NotSent(%v) = false", err)
+	}
+	for _, err := range []error{nil, mcp.ErrConnectionClosed, errors.New("client is closing"),
+		fmt.Errorf("%w: calling %q: %v", mcp.ErrConnectionClosed, "tools/call", errors.New("server is closing"))} {
+		if recovery.NotSent(err) {
+			t.Errorf("NotSent(%v) = true", err)
 		}
 	}
 }

@@ -125,6 +125,19 @@ var sessionGonePhrases = []string{
 	"unknown session",
 }
 
+// clientClosing is the text of the go-sdk's jsonrpc2.ErrClientClosing (an
+// internal package, so not importable), which a call gets, wrapped in
+// mcp.ErrConnectionClosed, when it is made on a connection already
+// closing: the request was never written.
+const clientClosing = "client is closing"
+
+// NotSent reports whether err says the operation was never sent: its
+// session was already closing when it was made (the go-sdk checks before
+// writing). It did not run, so sending it again is safe.
+func NotSent(err error) bool {
+	return err != nil && errors.Is(err, mcp.ErrConnectionClosed) && strings.HasSuffix(err.Error(), clientClosing)
+}
+
 // http401 matches the status text the SDK's HTTP transports produce for a
 // 401 response ("401 Unauthorized" inside a longer message).
 var http401 = regexp.MustCompile(`(?i)\b401\b[^0-9]*unauthori[sz]ed`)

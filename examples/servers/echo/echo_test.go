@@ -100,7 +100,7 @@ func TestListTools(t *testing.T) {
 		tools[tool.Name] = tool
 		names = append(names, tool.Name)
 	}
-	want := []string{"add", "crash", "echo", "fail", "image", "jsonrpc_error", "meta", "pid", "progress", "roots", "sleep"}
+	want := []string{"add", "crash", "echo", "fail", "hang", "image", "jsonrpc_error", "meta", "pid", "progress", "roots", "sleep"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Fatalf("tools (-want +got):\n%s", diff)
 	}

@@ -77,6 +77,7 @@ func newServer(f *serve.Flags) *mcp.Server {
 	}, image)
 	serve.AddSleepTool(server)
 	serve.AddPIDTool(server)
+	serve.AddHangTool(server)
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        "crash",
 		Description: fmt.Sprintf("Exits the server process with code %d while the call is in flight.", crashExitCode),

@@ -230,6 +230,11 @@ func (g *Gateway) dormantTools(next mcp.MethodHandler) mcp.MethodHandler {
 					if e, ok := g.registry.LookupDormant(r.Params.Name); ok {
 						return g.callTool(ctx, r, e.Server, e.Original)
 					}
+					// A server that never listed its tools (parked at its
+					// first start, still starting) is reached by use too.
+					if e, ok := g.registry.LookupUnlisted(r.Params.Name); ok {
+						return g.callTool(ctx, r, e.Server, e.Original)
+					}
 				}
 			}
 		case "tools/list":

@@ -206,6 +206,8 @@ func (g *Gateway) verdict(ctx context.Context, e *policy.Engine, who *identity.S
 				v.Server, v.Original, aliases = te.Server, te.Original, registry.Aliases(te.Full)
 			} else if te, ok := g.registry.LookupDormant(name); ok {
 				v.Server, v.Original, aliases = te.Server, te.Original, registry.Aliases(te.Full)
+			} else if te, ok := g.registry.LookupUnlisted(name); ok {
+				v.Server, v.Original, aliases = te.Server, te.Original, registry.Aliases(te.Full)
 			}
 		case policy.Prompt:
 			if pe, ok := g.registry.LookupPrompt(name); ok {

@@ -182,6 +182,7 @@ type Registry struct {
 type snapshot struct {
 	tools      map[string]ToolEntry
 	dormant    map[string]ToolEntry // withdrawn tools no live server exposes now
+	unlisted   []ServerSpec         // named servers with no catalog now, longest prefix first (LookupUnlisted)
 	toolList   []ToolEntry          // sorted by exposed name
 	prompts    map[string]PromptEntry
 	resources  map[string]ResourceEntry
@@ -215,6 +216,7 @@ func New(logger hclog.Logger, separator string, specs []ServerSpec, sink Sink) *
 	r.snap.Store(&snapshot{
 		tools: map[string]ToolEntry{}, prompts: map[string]PromptEntry{},
 		resources: map[string]ResourceEntry{}, templates: map[string]TemplateEntry{},
+		unlisted: r.unlisted(),
 	})
 	return r
 }
@@ -433,6 +435,7 @@ func (r *Registry) build() *snapshot {
 		t.Name = key
 		s.tools[key] = ToolEntry{Tool: &t, Server: w.server, Original: w.original, Full: w.full}
 	}
+	s.unlisted = r.unlisted()
 	s.dormant = map[string]ToolEntry{}
 	for _, server := range slices.Sorted(maps.Keys(r.dormant)) {
 		if _, named := r.specs[server]; !named {
@@ -606,6 +609,42 @@ func (r *Registry) LookupTool(exposed string) (ToolEntry, bool) {
 func (r *Registry) LookupDormant(exposed string) (ToolEntry, bool) {
 	e, ok := r.snap.Load().dormant[exposed]
 	return e, ok
+}
+
+// LookupUnlisted returns the tool a call to exposed would reach on a
+// named server that has no catalog now (it never started, is starting,
+// or is parked) when no live or dormant entry has that name: exposed is
+// the server's prefix, the separator and a tool name its include and
+// exclude globs let through (the longest prefix wins). The tool may not
+// exist: only the server, once up, can say (docs/supervision.md: a call
+// reaches a server that never started). A server without a prefix is
+// never matched. It never blocks.
+func (r *Registry) LookupUnlisted(exposed string) (ToolEntry, bool) {
+	for _, spec := range r.snap.Load().unlisted {
+		p := sanitise(spec.Prefix) + r.sep
+		if rest, ok := strings.CutPrefix(exposed, p); ok && rest != "" && toolAllowed(spec, rest) {
+			return ToolEntry{Tool: &mcp.Tool{Name: exposed}, Server: spec.Name, Original: rest}, true
+		}
+	}
+	return ToolEntry{}, false
+}
+
+// unlisted is the named servers with a prefix and no catalog, longest
+// prefix first, then by name. r.mu must be held (or r not yet shared).
+func (r *Registry) unlisted() []ServerSpec {
+	var out []ServerSpec
+	for name, spec := range r.specs {
+		if _, listed := r.catalogs[name]; !listed && spec.Prefix != "" {
+			out = append(out, spec)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i].Prefix) != len(out[j].Prefix) {
+			return len(out[i].Prefix) > len(out[j].Prefix)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
 }
 
 // LookupPrompt returns the prompt exposed under name. It never blocks.

@@ -542,3 +542,41 @@ func TestCollisionLoggedOnce(t *testing.T) {
 		t.Errorf("losers = %v", entry["losers"])
 	}
 }
+
+// A server that never listed its tools (parked at its first start) is
+// still reached by a call to PREFIX__tool, so that the call can start it
+// (LookupUnlisted); the longest matching prefix wins, its tool filter
+// applies, a server without a prefix is never matched, and a server with
+// a catalog is looked up by LookupTool alone.
+func TestLookupUnlisted(t *testing.T) {
+	r := registry.New(nil, "__", []registry.ServerSpec{
+		{Name: "db", Prefix: "db"},
+		{Name: "dbx", Prefix: "db__x"},
+		{Name: "filtered", Prefix: "f", Exclude: []string{"secret*"}},
+		{Name: "bare"},
+		{Name: "up", Prefix: "up"},
+	}, nil)
+	r.Update("up", &registry.Catalog{Tools: mkTools("t")})
+	cases := []struct {
+		name, server, original string
+	}{
+		{"db__query", "db", "query"},
+		{"db__x__query", "dbx", "query"},
+		{"f__open", "filtered", "open"},
+		{"f__secret_key", "", ""},
+		{"db__", "", ""},
+		{"query", "", ""},
+		{"up__other", "", ""},
+	}
+	for _, c := range cases {
+		e, ok := r.LookupUnlisted(c.name)
+		if ok != (c.server != "") || e.Server != c.server || e.Original != c.original {
+			t.Errorf("LookupUnlisted(%q) = %+v, %t; want server %q, original %q", c.name, e, ok, c.server, c.original)
+		}
+	}
+	// Once db lists its tools, it is no longer unlisted.
+	r.Update("db", &registry.Catalog{Tools: mkTools("query")})
+	if e, ok := r.LookupUnlisted("db__other"); ok {
+		t.Errorf("LookupUnlisted(db__other) = %+v after db listed its tools", e)
+	}
+}

@@ -102,30 +102,49 @@ func (b *budget) parkedDelay(n int) time.Duration {
 }
 
 // remoteProbeDue reports whether a call may probe this parked server now,
-// before its breaker's cooldown has passed: only a remote (HTTP or SSE)
-// server, and at most once per remoteProbeEvery however many calls
-// arrive.
-func (b *budget) remoteProbeDue() bool {
-	if !b.remote {
+// before its breaker's cooldown has passed: a remote (HTTP or SSE) server
+// at most once per remoteProbeEvery however many calls arrive, and a
+// server that never got ready (neverUp: its tools were never listed, so
+// calls are all that can bring it up) at most once per
+// unlistedProbeEvery.
+func (b *budget) remoteProbeDue(neverUp bool) bool {
+	every := remoteProbeEvery
+	switch {
+	case b.remote:
+	case neverUp:
+		every = unlistedProbeEvery
+	default:
 		return false
 	}
 	now := time.Now().UnixNano()
 	last := b.lastRemoteProbe.Load()
-	return now-last >= int64(remoteProbeEvery) && b.lastRemoteProbe.CompareAndSwap(last, now)
+	return now-last >= int64(every) && b.lastRemoteProbe.CompareAndSwap(last, now)
 }
 
-// probeRemote makes a remote server that is parked, or waiting out a
-// reconnect backoff until next, try now, if an early probe is due
-// (remoteProbeDue), by signalling revive. It reports whether it did.
-func (b *budget) probeRemote(state State, next time.Time, revive chan struct{}) bool {
+// probeEvery is how often calls may probe the server early (0: never).
+func (b *budget) probeEvery(neverUp bool) time.Duration {
+	switch {
+	case b.remote:
+		return remoteProbeEvery
+	case neverUp:
+		return unlistedProbeEvery
+	}
+	return 0
+}
+
+// probeRemote makes a remote server (or one that never got ready:
+// neverUp) that is parked, or waiting out a reconnect backoff until
+// next, try now, if an early probe is due (remoteProbeDue), by signalling
+// revive. It reports whether it did.
+func (b *budget) probeRemote(state State, next time.Time, revive chan struct{}, neverUp bool) bool {
 	switch {
 	case state == StateParked:
-		if !b.remoteProbeDue() {
+		if !b.remoteProbeDue(neverUp) {
 			return false
 		}
 		b.earlyRevive.Store(true)
 	case state == StateReconnecting && time.Until(next) > 0:
-		if !b.remoteProbeDue() {
+		if !b.remoteProbeDue(neverUp) {
 			return false
 		}
 		b.earlyRetry.Store(true)

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,11 @@ started by the run loop, on its signal.
 // ErrStopped is wrapped by errors for operations on a stopped supervisor.
 var ErrStopped = errors.New("server is stopped")
 
+// errUnresponsive is wrapped by the report of a session that stopped
+// answering (executor.unanswered): it is replaced with the restart
+// reason unresponsive.
+var errUnresponsive = errors.New("the server stopped answering")
+
 // executor runs a supervisor's operations through the recovery path; see
 // the design note above.
 type executor struct {
@@ -73,6 +79,13 @@ func (e *executor) do(ctx context.Context, d Downstream, op string, replayable b
 	if d != nil {
 		ctx = withCaller(ctx, d)
 	}
+	// own: the server's timeout bounds the operation, not a caller's
+	// shorter deadline. Only its own timeout passing with no answer says
+	// the server stopped answering (unanswered).
+	own := e.cfg.Timeout > 0
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < e.cfg.Timeout {
+		own = false
+	}
 	if e.cfg.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.cfg.Timeout)
@@ -88,13 +101,18 @@ func (e *executor) do(ctx context.Context, d Downstream, op string, replayable b
 		// though, the call waits for it (the new session closes the
 		// breaker) instead of failing (docs/design.md §5). A parked remote
 		// server may be probed early, rate-limited (remoteProbeEvery).
+		// So may a server that never got ready: its tools were never
+		// listed, so calls are what bring it up (acquire waits for the
+		// rate limit's next slot, within the call's deadline).
 		state := e.life.view().state
 		live := sess != nil && !sess.isDead()
-		revive = !live && state == StateParked && e.budget.remoteProbeDue()
+		neverUp := e.sessions.neverListed()
+		revive = !live && state == StateParked && e.budget.remoteProbeDue(neverUp)
 		if revive {
 			e.budget.earlyRevive.Store(true)
 		}
-		if !revive && (live || (state != StateStarting && state != StateReconnecting)) {
+		waitProbe := !live && state == StateParked && neverUp && e.budget.probeEvery(true) > 0
+		if !revive && !waitProbe && (live || (state != StateStarting && state != StateReconnecting)) {
 			return &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable,
 				Reason: e.openReason(), RetryAt: retryAt}
 		}
@@ -113,9 +131,11 @@ func (e *executor) do(ctx context.Context, d Downstream, op string, replayable b
 		e.budget.breaker.Release(probe)
 		return err
 	}
+	sent := time.Now()
 	err = fn(ctx, sess)
 	e.idle.release(sess)
-	f := recovery.Failure{Stage: recovery.FirstTry, Class: classify(ctx, sess, err), Replayable: replayable, Stalled: sess.stalled()}
+	f := recovery.Failure{Stage: recovery.FirstTry, Class: classify(ctx, sess, err), Replayable: replayable, Stalled: sess.stalled(), NotSent: recovery.NotSent(err)}
+	f.Unanswered = f.Class == recovery.Timeout && e.unanswered(op, sess, sent, own, probe)
 	dec := recovery.Decide(f)
 	if dec.SessionFailed && e.in.isStopping() {
 		return e.stoppedOp(op)
@@ -128,19 +148,65 @@ func (e *executor) do(ctx context.Context, d Downstream, op string, replayable b
 		return e.callError(op, f, sess, err)
 	}
 
-	next, werr := e.awaitNewer(ctx, sess.gen)
-	if werr == nil {
-		next, werr = e.hold(ctx, op, next)
+	// One retry; after a session the server expired, again on the newest
+	// session as long as each new one was expired too (by another
+	// caller's expiry, under load): the server rejected each request
+	// before running it. Bounded by the deadline and maxExpiryRetries.
+	for retries := 1; ; retries++ {
+		next, werr := e.awaitNewer(ctx, sess.gen)
+		if werr == nil {
+			next, werr = e.hold(ctx, op, next)
+		}
+		if werr != nil {
+			return e.recoveryFailed(op, f.Class, err, werr)
+		}
+		e.logger.Debug("retrying on a new session", "op", op, "class", f.Class, "generation", next.gen, "retry", retries)
+		sent = time.Now()
+		err = fn(ctx, next)
+		e.idle.release(next)
+		f = recovery.Failure{Stage: recovery.Retry, Class: classify(ctx, next, err), Replayable: replayable, Stalled: next.stalled(), NotSent: recovery.NotSent(err)}
+		f.Unanswered = f.Class == recovery.Timeout && e.unanswered(op, next, sent, own, false)
+		dec = recovery.Decide(f)
+		e.carryOut(op, next, dec, err)
+		if dec.Next != recovery.RetryOnce || retries >= maxExpiryRetries || ctx.Err() != nil {
+			return e.callError(op, f, next, err)
+		}
+		sess = next
 	}
-	if werr != nil {
-		return e.recoveryFailed(op, f.Class, err, werr)
+}
+
+// unanswered counts a timeout of operation op on sess, sent at sent, and
+// reports whether the session is unresponsive now: the server's own call
+// timeout passed (own) with no answer on the session since the call was
+// sent, for the reconnect.unresponsive_after-th time with no answer in
+// between, or on a half-open probe (probe). A caller's shorter deadline,
+// or a slow call while others are answered, says nothing about the
+// server. A counted timeout is the server's last error, so status does
+// not show a ready server whose calls time out as if nothing were wrong.
+func (e *executor) unanswered(op string, sess *session, sent time.Time, own, probe bool) bool {
+	if !own || sess.answeredAt() >= sent.UnixNano() {
+		return false
 	}
-	e.logger.Debug("retrying on a new session", "op", op, "class", f.Class, "generation", next.gen)
-	err = fn(ctx, next)
-	e.idle.release(next)
-	f = recovery.Failure{Stage: recovery.Retry, Class: classify(ctx, next, err), Replayable: replayable, Stalled: next.stalled()}
-	e.carryOut(op, next, recovery.Decide(f), err)
-	return e.callError(op, f, next, err)
+	if sess.answeredAt() > sess.lastUnanswered.Load() {
+		sess.unanswered.Store(0) // answered since the last counted timeout
+	}
+	sess.lastUnanswered.Store(time.Now().UnixNano())
+	n := int(sess.unanswered.Add(1))
+	limit := cmp.Or(e.cfg.Reconnect.UnresponsiveAfter, config.DefaultUnresponsiveAfter)
+	e.life.recordError(fmt.Errorf("%s: no answer within the call timeout (%s), %d in a row", op, e.cfg.Timeout, n))
+	if !probe && n < limit {
+		return false
+	}
+	// A tool that takes longer than the timeout is slow, not hung: the
+	// server is replaced only if it does not answer a ping either.
+	ctx, cancel := context.WithTimeout(context.Background(), min(max(e.cfg.Timeout, livenessPingFloor), livenessPingCap))
+	defer cancel()
+	if err := sess.cs.Ping(ctx, nil); err == nil {
+		sess.lastAnswer.Store(time.Now().UnixNano())
+		return false
+	}
+	e.logger.Warn("server not answering (nor a ping); replacing it", "reason", RestartUnresponsive, "op", op, "timeouts_in_a_row", n, "half_open_probe", probe, "generation", sess.gen)
+	return true
 }
 
 // hold holds sess for an attempt of operation op (idle.go: idler.hold).
@@ -163,6 +229,14 @@ func (e *executor) carryOut(op string, sess *session, dec recovery.Decision, err
 		// The upstream answered: it is reachable, and this session is proven.
 		e.budget.breaker.Success()
 		e.proved(sess)
+		sess.lastAnswer.Store(time.Now().UnixNano())
+	}
+	if dec.Expired {
+		// The upstream answered that it expired the session: it is
+		// reachable, and the session's end is no failure of it.
+		sess.expired.Store(true)
+		sess.lastAnswer.Store(time.Now().UnixNano())
+		e.budget.breaker.Success()
 	}
 	if dec.Strike {
 		e.budget.strike(op)
@@ -174,7 +248,9 @@ func (e *executor) carryOut(op string, sess *session, dec recovery.Decision, err
 		e.budget.strikeSession(op, sess)
 	}
 	if dec.Reconnect {
-		if dec.Strike {
+		if dec.Unresponsive {
+			err = fmt.Errorf("%w: %s got no answer within the call timeout (%s)", errUnresponsive, op, e.cfg.Timeout)
+		} else if dec.Strike {
 			// A timeout on a process that stopped reading its input: a
 			// request may be half written into its pipe. Replace it.
 			err = fmt.Errorf("the server stopped reading its input: %w", err)
@@ -202,6 +278,10 @@ func (e *executor) callError(op string, f recovery.Failure, sess *session, err e
 		prefix := ""
 		if retry {
 			prefix = "retry: "
+		}
+		if f.Unanswered {
+			return &recovery.Error{Server: e.name, Op: op, Class: recovery.Timeout,
+				Reason: fmt.Sprintf("%sno answer within the call timeout (%s); the server stopped answering and is being replaced (unresponsive); the call was not retried since it may have run", prefix, e.cfg.Timeout)}
 		}
 		return e.timeoutError(op, sess, err, prefix)
 	}
@@ -357,6 +437,18 @@ func (e *executor) acquire(ctx context.Context, op string, probe bool) (*session
 				return nil, &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable,
 					Reason: "parked; this call's attempt to revive it failed", Err: lastErr, RetryAt: next}
 			}
+			if !probe && !e.budget.breaker.CooldownPassed() && e.sessions.neverListed() && e.budget.probeEvery(true) > 0 {
+				// Never got ready: a call brings it up, at the rate
+				// limit (remoteProbeDue); wait for its next slot.
+				if !e.budget.remoteProbeDue(true) {
+					if probeAgain == nil {
+						probeAgain = time.After(e.budget.probeEvery(true))
+					}
+					break
+				}
+				e.budget.earlyRevive.Store(true)
+				probe = true
+			}
 			if !probe && !e.budget.breaker.CooldownPassed() {
 				_, _, until := e.budget.breaker.Snapshot()
 				return nil, &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable,
@@ -371,17 +463,21 @@ func (e *executor) acquire(ctx context.Context, op string, probe bool) (*session
 			// most once per remoteProbeEvery for all calls: one back from
 			// a short outage serves the calls made once it is back, not
 			// after the rest of a multi-second delay.
-			if e.budget.probeRemote(state, next, e.in.revive) {
+			// So is a server that never got ready (its tools were never
+			// listed), at unlistedProbeEvery.
+			neverUp := e.sessions.neverListed()
+			if e.budget.probeRemote(state, next, e.in.revive, neverUp) {
 				break
 			}
-			if dl, ok := ctx.Deadline(); ok && !next.IsZero() && dl.Before(next) {
+			every := e.budget.probeEvery(neverUp)
+			if dl, ok := ctx.Deadline(); ok && !next.IsZero() && dl.Before(next) && !neverUp {
 				return nil, &recovery.Error{Server: e.name, Op: op, Class: recovery.Unavailable,
 					Reason: "reconnecting", Err: lastErr, RetryAt: next}
 			}
-			if e.cfg.URL != "" && !next.IsZero() && probeAgain == nil {
+			if every > 0 && !next.IsZero() && probeAgain == nil {
 				// Waiting for the next attempt: probe again when the rate
 				// limit allows.
-				probeAgain = time.After(remoteProbeEvery)
+				probeAgain = time.After(every)
 			}
 		}
 		select {

@@ -88,12 +88,17 @@ const (
 	RestartIdle RestartReason = "idle"
 	// RestartLifetime: replaced once it was max_lifetime old.
 	RestartLifetime RestartReason = "lifetime"
+	// RestartUnresponsive: replaced because it stopped answering
+	// (reconnect.unresponsive_after call timeouts in a row with no answer,
+	// or a half-open probe that timed out): a deadlocked or stopped
+	// process, a hung remote server.
+	RestartUnresponsive RestartReason = "unresponsive"
 )
 
 // RestartReasons lists every RestartReason, for exporters that pre-declare
 // series.
 func RestartReasons() []RestartReason {
-	return []RestartReason{RestartExit, RestartTransport, RestartMemoryLimit, RestartIdle, RestartLifetime}
+	return []RestartReason{RestartExit, RestartTransport, RestartMemoryLimit, RestartIdle, RestartLifetime, RestartUnresponsive}
 }
 
 // maxHeldSubscriptions bounds the subscriptions the supervisor records
@@ -414,6 +419,10 @@ func restartReason(sess *session, err error) RestartReason {
 	switch {
 	case errors.Is(err, transport.ErrMemoryLimit) || (linkDone && errors.Is(sess.link.Err(), transport.ErrMemoryLimit)):
 		return RestartMemoryLimit
+	case errors.Is(err, errUnresponsive):
+		// Replaced for not answering, even if the process went down
+		// (a SIGKILL from outside) in the grace before it was stopped.
+		return RestartUnresponsive
 	case linkDone && sess.processBacked():
 		return RestartExit
 	default:
@@ -442,8 +451,11 @@ func (s *Supervisor) restarted(sess *session, why RestartReason) {
 	if why == "" {
 		why = RestartTransport
 	}
-	if why == RestartIdle {
+	switch why {
+	case RestartIdle:
 		s.logger.Info("started after an idle stop", "generation", sess.gen)
+	case RestartUnresponsive:
+		s.logger.Warn("replaced a server that had stopped answering", "reason", why, "generation", sess.gen)
 	}
 	if s.opts.Observer != nil {
 		s.opts.Observer.Restarted(s.name, sess.gen, why)

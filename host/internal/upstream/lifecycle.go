@@ -193,10 +193,15 @@ func (s *Supervisor) run() {
 			if s.isStopping() {
 				return
 			}
-			if healthy {
+			// A session the server expired (a 404 for it, or an
+			// allow-listed message) ended while the server kept
+			// answering: not a failure of the server, so it spends no
+			// retry budget and the next session follows at once.
+			expired := sess.expired.Load() || recovery.IsSessionGone(deathErr)
+			if healthy || expired {
 				failures, parks = 0, 0
 			}
-			if !sess.diedInCall.Load() {
+			if !sess.diedInCall.Load() && !expired {
 				failures++
 			}
 			if deathErr != nil {
@@ -408,7 +413,7 @@ func (s *Supervisor) WaitSettled(ctx context.Context) error {
 func (s *Supervisor) Nudge() {
 	v := s.life.view()
 	state, next := v.state, v.next
-	if s.budget.probeRemote(state, next, s.revive) {
+	if s.budget.probeRemote(state, next, s.revive, s.sessions.neverListed()) {
 		return
 	}
 	if state == StateParked && s.budget.breaker.CooldownPassed() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -63,6 +65,10 @@ type processConn struct {
 	// host's max_inflight_bytes until that call has been handed on. Guarded
 	// by mu.
 	calls map[any]sdkCall
+
+	// lastRead is when a message was last read from the process
+	// (UnixNano): any message is an answer for liveness (session.answeredAt).
+	lastRead atomic.Int64
 }
 
 // sdkCall is one of the go-sdk's calls in flight on a processConn.
@@ -156,6 +162,7 @@ func (c *processConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.failPending(err)
 			return msg, err
 		}
+		c.lastRead.Store(time.Now().UnixNano())
 		if resp, ok := msg.(*jsonrpc.Response); ok {
 			if c.deliver(resp) {
 				continue

@@ -46,7 +46,15 @@ type sessions struct {
 	// readOnly holds the names of tools that declared readOnlyHint, from
 	// the catalog; read lock-free on the call path.
 	readOnly atomic.Pointer[map[string]bool]
+	// listed is set once a catalog was published: a server that never
+	// listed its tools can be reached only by calls to names it might
+	// have, which may start it (budget.remoteProbeDue).
+	listed atomic.Bool
 }
+
+// neverListed reports whether the server never got ready (no catalog
+// was ever published).
+func (ss *sessions) neverListed() bool { return !ss.listed.Load() }
 
 // ready returns the published session, nil when none.
 func (ss *sessions) ready() *session { return ss.cur.Load() }
@@ -83,6 +91,9 @@ func (ss *sessions) setCatalog(cat *registry.Catalog) {
 	}
 	ss.readOnly.Store(&ro)
 	ss.catalog.Store(cat)
+	if cat != nil {
+		ss.listed.Store(true)
+	}
 }
 
 // replayable reports whether tool declared readOnlyHint, which makes it
@@ -118,6 +129,29 @@ type session struct {
 	// hold counts the operations running on the session, for retiring it
 	// at idle_timeout or max_lifetime (idle.go).
 	hold sessionHold
+	// Liveness (exec.go: executor.unanswered): lastAnswer is when the
+	// server last answered an operation on the session (UnixNano; a
+	// process-backed session also counts every message read, processConn's
+	// lastRead); unanswered counts the calls in a row whose own timeout
+	// passed with no answer since they were sent, lastUnanswered when the
+	// last of them was counted.
+	lastAnswer     atomic.Int64
+	unanswered     atomic.Int32
+	lastUnanswered atomic.Int64
+	// expired is set when the server expired the session (a 404 for it,
+	// or an allow-listed message): not a failure of the server, so its
+	// end spends no retry budget (run, lifecycle.go).
+	expired atomic.Bool
+}
+
+// answeredAt is when the server last answered on the session (UnixNano;
+// 0: never).
+func (s *session) answeredAt() int64 {
+	t := s.lastAnswer.Load()
+	if s.conn != nil {
+		t = max(t, s.conn.lastRead.Load())
+	}
+	return t
 }
 
 // connect makes one attempt: dial, initialize, list. It is bounded by
@@ -201,6 +235,9 @@ func (s *Supervisor) connect(cold bool) (*session, error) {
 	}
 	s.sessions.publish(sess)
 	s.budget.breaker.Reset()
+	// The server runs again: what failed before is past (status shows no
+	// last error for a ready server).
+	s.life.clearError()
 	s.publishCatalog(cat)
 	s.setState(StateReady, time.Time{})
 	s.logger.Info("server ready", "generation", gen, "tools", len(cat.Tools),

@@ -105,6 +105,13 @@ func (l *lifecycle) recordError(err error) {
 	l.lastErrAt = time.Now()
 }
 
+// clearError forgets the last error: the server is ready again.
+func (l *lifecycle) clearError() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastErr, l.lastErrAt = nil, time.Time{}
+}
+
 func (l *lifecycle) lastError() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

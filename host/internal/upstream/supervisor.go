@@ -137,6 +137,24 @@ const (
 	// outage would stay parked for up to a cooldown while agents call it.
 	remoteProbeEvery = 500 * time.Millisecond
 
+	// unlistedProbeEvery is how often calls may start a stdio server that
+	// never got ready (parked at its first start, or backing off from
+	// it): its tools were never listed, so only a call (to NAME__tool)
+	// can bring it up before its own timer. Each try spawns a process.
+	unlistedProbeEvery = time.Second
+
+	// maxExpiryRetries bounds how often one operation is sent again after
+	// the server expired its session (each time on the newest session;
+	// another caller's expiry may have ended it), within its deadline.
+	maxExpiryRetries = 32
+
+	// livenessPingFloor and livenessPingCap bound the ping that confirms a
+	// server stopped answering (executor.unanswered): the call timeout,
+	// at least the floor (a loaded machine answers a ping late) and at
+	// most the cap.
+	livenessPingFloor = 2 * time.Second
+	livenessPingCap   = 10 * time.Second
+
 	// processExitGrace is how long a broken process-backed session waits for
 	// the process's exit to be reported, so status shows the exit status
 	// and stderr rather than "connection closed".

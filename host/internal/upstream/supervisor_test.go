@@ -254,7 +254,8 @@ func TestSIGKILLRespawns(t *testing.T) {
 	if testutil.Alive(old) {
 		t.Fatal("killed process not reaped")
 	}
-	if st := h.sup.Status(); st.State != "ready" || st.LastError == "" || !strings.Contains(st.LastError, "signal: killed") {
+	// Ready again: the death is past, and status shows no last error.
+	if st := h.sup.Status(); st.State != "ready" || st.LastError != "" || !st.LastErrorAt.IsZero() {
 		t.Errorf("status after respawn: %+v", st)
 	}
 }
@@ -509,21 +510,36 @@ func TestExpiredSessionReconnectsAndRetriesOnce(t *testing.T) {
 				t.Errorf("generation %d, want 2 (one reconnect)", st.Generation)
 			}
 
-			// A retry that fails too returns that failure after exactly 2 attempts.
+			// A retry whose new session expired too (another caller's
+			// expiry, under load) is sent again on the newest session:
+			// the request never ran.
 			proxy.breakNext.Store(2)
+			proxy.toolCalls.Store(0)
+			res, err = cp.call(ctx, h.sup, "echo", `{"text":"thrice"}`)
+			if err != nil || text(t, res) != "thrice" {
+				t.Fatalf("double expiry: %v, want the third session to answer", err)
+			}
+			if n := proxy.toolCalls.Load(); n != 3 {
+				t.Errorf("%d attempts, want exactly 3", n)
+			}
+
+			// A server that expires every session fails the call after
+			// the bounded retries (1 + 32), with a session_gone error.
+			proxy.breakNext.Store(1000)
 			proxy.toolCalls.Store(0)
 			_, err = cp.call(ctx, h.sup, "echo", `{"text":"x"}`)
 			var re *recovery.Error
 			if !errors.As(err, &re) || re.Class != recovery.SessionGone {
-				t.Fatalf("double expiry: err = %v, want a session_gone error", err)
+				t.Fatalf("endless expiry: err = %v, want a session_gone error", err)
 			}
-			if n := proxy.toolCalls.Load(); n != 2 {
-				t.Errorf("%d attempts, want exactly 2", n)
+			if n := proxy.toolCalls.Load(); n != 33 {
+				t.Errorf("%d attempts, want exactly 33", n)
 			}
+			proxy.breakNext.Store(0)
 
 			// An unrelated error does not reconnect. (The failed retry's session
 			// was reported broken too, so wait for its replacement first.)
-			gen := h.waitState("ready", 4).Generation
+			gen := h.waitState("ready", 37).Generation
 			proxy.toolCalls.Store(0)
 			if res, err := cp.call(ctx, h.sup, "fail", `{"message":"Tool failed to execute"}`); err != nil || !res.IsError {
 				t.Fatalf("fail: %v", err)
@@ -851,10 +867,11 @@ func TestReconnectResetsBreakerCountEvenIfRetryFails(t *testing.T) {
 	if st := h.sup.Status(); st.BreakerFailures != 1 {
 		t.Fatalf("breaker failures %d after a timeout, want 1", st.BreakerFailures)
 	}
-	proxy.breakNext.Store(2)
+	proxy.breakNext.Store(1000) // every retry expires too
 	if _, err := call(ctx, h.sup, "echo", `{"text":"x"}`); err == nil {
-		t.Fatal("doubly expired call returned no error")
+		t.Fatal("endlessly expired call returned no error")
 	}
+	proxy.breakNext.Store(0)
 	if st := h.sup.Status(); st.BreakerFailures != 0 || st.Breaker != "closed" {
 		t.Fatalf("after a reconnect: breaker %s with %d failures, want closed with 0", st.Breaker, st.BreakerFailures)
 	}

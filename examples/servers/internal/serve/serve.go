@@ -76,6 +76,12 @@ type Flags struct {
 	// ToolsSuffix, if set, adds a tool named "extra"+ToolsSuffix, so a test
 	// can change the tool set across restarts.
 	ToolsSuffix string
+	// ExpireAfterCalls, if set, expires each session by message after
+	// that many tools/call requests: every later request on it gets the
+	// JSON-RPC error "Session expired" (ExpiredCode), as servers that
+	// track sessions themselves answer (over stdio the session is the
+	// process).
+	ExpireAfterCalls int
 }
 
 // Register defines the flags on fs.
@@ -88,6 +94,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.Stateless, "stateless", false, "with -http, serve without sessions")
 	fs.BoolVar(&f.JSONResponse, "json-response", false, "with -http, answer requests with application/json instead of an SSE stream")
 	fs.StringVar(&f.ToolsSuffix, "tools-suffix", "", "add a tool named extra`S` (letters, digits, _ . -)")
+	fs.IntVar(&f.ExpireAfterCalls, "expire-after-calls", 0, "expire each session after `K` tools/call requests: later requests on it get the JSON-RPC error \"Session expired\"")
 }
 
 // Validate reports flag combinations that make no sense.
@@ -95,6 +102,8 @@ func (f *Flags) Validate() error {
 	switch {
 	case f.HTTP != "" && f.SSE != "", f.Unix != "" && (f.HTTP != "" || f.SSE != ""):
 		return errors.New("-http, -sse and -unix are mutually exclusive")
+	case f.ExpireAfterCalls < 0:
+		return errors.New("-expire-after-calls must not be negative")
 	case f.SessionTTL < 0:
 		return errors.New("-session-ttl must not be negative")
 	case f.SessionTTL > 0 && f.HTTP == "":
@@ -161,6 +170,9 @@ func Main(name string, newServer func(*Flags) *mcp.Server) {
 // Run serves server over the transport that f selects until ctx is done or,
 // for stdio, the client closes the stream. Status lines go to log.
 func Run(ctx context.Context, server *mcp.Server, f *Flags, log io.Writer) error {
+	if f.ExpireAfterCalls > 0 {
+		server.AddReceivingMiddleware(ExpireSessions(f.ExpireAfterCalls))
+	}
 	switch {
 	case f.HTTP != "":
 		newHandler := func() sessionHandler {

@@ -6,8 +6,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -115,5 +118,60 @@ func AddRootsTool(server *mcp.Server, name string) {
 			uris = append(uris, r.URI)
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(uris, "\n")}}}, nil, nil
+	})
+}
+
+// ExpiredCode is the JSON-RPC error code of the "Session expired" answer
+// of -expire-after-calls (a server-defined code, as MCP servers that
+// track sessions themselves use).
+const ExpiredCode = -32001
+
+// ExpireSessions is the middleware of -expire-after-calls: each session
+// answers k tools/call requests, then every request on it gets the
+// JSON-RPC error "Session expired". The request is not run.
+func ExpireSessions(k int) mcp.Middleware {
+	var mu sync.Mutex
+	calls := map[*mcp.ServerSession]int{}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method != "initialize" && method != "notifications/initialized" {
+				mu.Lock()
+				n := calls[ss]
+				if method == "tools/call" {
+					calls[ss] = n + 1
+				}
+				mu.Unlock()
+				if n >= k {
+					return nil, &jsonrpc.Error{Code: ExpiredCode, Message: "Session expired"}
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// AddHangTool adds the tool "hang": once called, the server answers
+// nothing more, ever (not that call, no later request, no ping), while
+// its process stays alive: a deadlocked server, as a host's liveness
+// checks must find. Only killing the process ends it.
+func AddHangTool(server *mcp.Server) {
+	var hung atomic.Bool
+	never := make(chan struct{})
+	server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if hung.Load() {
+				<-never
+			}
+			return next(ctx, method, req)
+		}
+	})
+	server.AddTool(&mcp.Tool{
+		Name:        "hang",
+		Description: "Makes the server stop answering anything, for good, while its process stays alive (a deadlock).",
+		InputSchema: map[string]any{"type": "object"},
+	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		hung.Store(true)
+		<-never
+		return nil, nil
 	})
 }

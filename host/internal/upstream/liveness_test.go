@@ -1,0 +1,267 @@
+//go:build unix
+
+package upstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
+	"github.com/mcpvisor/mcpvisor/host/internal/testutil"
+	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
+)
+
+// liveServer is the echo example over stdio with a short call timeout, so
+// that a test of a server that stops answering does not wait minutes for
+// its calls to time out. The timeout is the server's own: generous enough
+// for a loaded machine to answer a live server's echo within it.
+func liveServer(t *testing.T) *config.Server {
+	srv := stdioServer("live", echoBin)
+	srv.Timeout = 3 * time.Second
+	return srv
+}
+
+// callUntilAnswered calls echo until a call succeeds, and returns the
+// errors of the calls that failed before. The deadline guards against a
+// server that is lost for good, the bug this is about.
+func callUntilAnswered(t *testing.T, sup *upstream.Supervisor) []error {
+	t.Helper()
+	var failed []error
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		_, err := call(context.Background(), sup, "echo", `{"text":"alive?"}`)
+		if err == nil {
+			return failed
+		}
+		failed = append(failed, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("no call succeeded in 90s; %d failed, the last: %v; status %+v", len(failed), err, sup.Status())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A stdio server that stays alive but answers nothing (a deadlock: the
+// echo example's hang tool) is replaced, with the reason unresponsive,
+// and calls succeed again on its successor. Before, calls timed out, the
+// breaker opened and its half-open probe timed out too, forever.
+func TestUnresponsiveServerIsReplaced(t *testing.T) {
+	log := &restartLog{}
+	h := startObserved(t, liveServer(t), nil, log)
+	h.waitState("ready", 1)
+	oldPid := pidOf(t, h.sup)
+
+	// The hang call is never answered; its caller gives up, and the
+	// server answers nothing from then on.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	if _, err := call(ctx, h.sup, "hang", ""); err == nil {
+		t.Fatal("the hang tool answered")
+	}
+	cancel()
+	failed := callUntilAnswered(t, h.sup)
+	checkReplaced(t, h, log, oldPid, failed)
+}
+
+// A stdio server under SIGSTOP is as lost as a dead one: it is replaced
+// (SIGKILL reaches a stopped process), reason unresponsive.
+func TestStoppedServerIsReplaced(t *testing.T) {
+	log := &restartLog{}
+	h := startObserved(t, liveServer(t), nil, log)
+	h.waitState("ready", 1)
+	oldPid := pidOf(t, h.sup)
+	if err := syscall.Kill(oldPid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(oldPid, syscall.SIGKILL) })
+
+	failed := callUntilAnswered(t, h.sup)
+	checkReplaced(t, h, log, oldPid, failed)
+}
+
+func checkReplaced(t *testing.T, h *harness, log *restartLog, oldPid int, failed []error) {
+	t.Helper()
+	if len(failed) == 0 {
+		t.Fatal("no call failed: the server never stopped answering")
+	}
+	for _, err := range failed {
+		if recovery.Classify(context.Background(), err) == recovery.Unavailable {
+			continue // the breaker may have opened
+		}
+		var re *recovery.Error
+		if !errors.As(err, &re) || re.Class != recovery.Timeout {
+			t.Errorf("a call to the unresponsive server failed with %v, want a timeout", err)
+		}
+	}
+	if pid := pidOf(t, h.sup); pid == oldPid {
+		t.Fatalf("calls succeed on pid %d, the unresponsive process", pid)
+	}
+	if err := syscall.Kill(oldPid, 0); err == nil || !errors.Is(err, syscall.ESRCH) {
+		// The old process is reaped once killed; give a slow stop a moment.
+		deadline := time.Now().Add(15 * time.Second)
+		for syscall.Kill(oldPid, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if syscall.Kill(oldPid, 0) == nil {
+			t.Errorf("the unresponsive process %d is still alive", oldPid)
+		}
+	}
+	reasons, _, _ := log.snapshot()
+	if !slices.Contains(reasons, upstream.RestartUnresponsive) {
+		t.Errorf("restart reasons %v, want %q", reasons, upstream.RestartUnresponsive)
+	}
+	if st := h.sup.Status(); st.State != upstream.StateReady || st.LastError != "" {
+		t.Errorf("after the replacement: state %s, last error %q; want ready with no last error", st.State, st.LastError)
+	}
+}
+
+// A caller's own short deadline passing on a slow call says nothing about
+// the server: it is not replaced, however often that happens.
+func TestCallerDeadlineIsNotUnresponsive(t *testing.T) {
+	log := &restartLog{}
+	h := startObserved(t, liveServer(t), nil, log)
+	h.waitState("ready", 1)
+	pid := pidOf(t, h.sup)
+	// As many as unresponsive_after (2): more would open the breaker,
+	// whose strikes count a caller's timeouts too.
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := call(ctx, h.sup, "sleep", `{"ms":2000}`)
+		cancel()
+		if err == nil {
+			t.Fatal("a 2 s sleep answered within 100 ms")
+		}
+	}
+	if got := pidOf(t, h.sup); got != pid {
+		t.Errorf("the server was replaced (pid %d → %d) for calls whose callers gave up", pid, got)
+	}
+	if reasons, _, _ := log.snapshot(); slices.Contains(reasons, upstream.RestartUnresponsive) {
+		t.Errorf("restart reasons %v: a caller's deadline made the server unresponsive", reasons)
+	}
+}
+
+// A server that expires sessions by message under 8 concurrent callers,
+// with the CPU busy, is never parked and fails no call: each expiry costs
+// a new session and a retry (on the newest session, even when another
+// caller's expiry ended the one the retry was meant for), never the retry
+// budget.
+func TestMessageExpiryUnderLoadNeverParks(t *testing.T) {
+	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0", "-expire-after-calls", "3")
+	srv := httpServer("expiring", up.URL)
+	srv.Reconnect.MaxRetries = 1 // the issue's parks came with the default 5; 1 makes any charge visible
+	log := &restartLog{}
+	h := startObserved(t, srv, nil, log)
+	h.waitState("ready", 1)
+
+	stop := burnCPU(30 * time.Second)
+	defer stop()
+	const callers, perCaller = 8, 25
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	errs := make(chan error, callers*perCaller)
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perCaller {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				res, err := call(ctx, h.sup, "echo", fmt.Sprintf(`{"text":"c%d-%d"}`, c, i))
+				cancel()
+				if err == nil && (res == nil || res.IsError) {
+					err = fmt.Errorf("result %+v", res)
+				}
+				if err != nil {
+					failed.Add(1)
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop()
+	close(errs)
+	for err := range errs {
+		t.Errorf("call failed: %v", err)
+		if failed.Load() > 5 {
+			break
+		}
+	}
+	_, states, _ := log.snapshot()
+	if slices.Contains(states, upstream.StateParked) {
+		t.Errorf("the server was parked although it answered every request (states %v)", states)
+	}
+	if st := h.sup.Status(); st.Generation < 2 {
+		t.Errorf("generation %d: the server never expired a session, the test tested nothing", st.Generation)
+	}
+}
+
+// burnCPU keeps every CPU busy until stop is called or d has passed.
+func burnCPU(d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	end := time.After(d)
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := 0
+			for {
+				select {
+				case <-done:
+					return
+				case <-end:
+					return
+				default:
+				}
+				for i := range 100000 {
+					x += i
+				}
+			}
+		}()
+	}
+	return func() { once.Do(func() { close(done) }); wg.Wait() }
+}
+
+// A server that failed its first starts and parked (its tools never
+// listed) starts when a call asks for it, within that call's deadline,
+// once it can run: it does not wait for its own timer (an hour here).
+// The last error of the failed starts is gone once it is ready.
+func TestNeverStartedServerStartsOnCall(t *testing.T) {
+	dir := t.TempDir()
+	flag := filepath.Join(dir, "can-run")
+	srv := stdioServer("late", "/bin/sh", "-c", `test -f "$0" || { echo "not yet" >&2; exit 1; }; exec "$1"`, flag, echoBin)
+	srv.Reconnect.MaxRetries = 1
+	srv.Breaker.Cooldown = time.Hour
+	h := start(t, srv, nil)
+	st := h.waitState("parked", 0)
+	if st.LastError == "" {
+		t.Fatalf("parked with no last error: %+v", st)
+	}
+
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := call(ctx, h.sup, "echo", `{"text":"up"}`)
+	if err != nil {
+		t.Fatalf("call to a server that can run now: %v (status %+v)", err, h.sup.Status())
+	}
+	if got := text(t, res); got != "up" {
+		t.Errorf("echo said %q", got)
+	}
+	if st := h.sup.Status(); st.State != upstream.StateReady || st.LastError != "" || !st.LastErrorAt.IsZero() {
+		t.Errorf("ready again, status still shows the old error: %+v", st)
+	}
+}
