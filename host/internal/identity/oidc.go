@@ -173,7 +173,7 @@ var jwsAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.RS384, jose.RS512
 // ErrInsufficientScope or ErrProviderUnavailable, and says why without
 // quoting the token.
 func (o *OIDC) Verify(ctx context.Context, raw string) (*Subject, error) {
-	jws, jwsErr := jose.ParseSigned(raw, jwsAlgorithms)
+	jws, jwsErr := jose.ParseSignedCompact(raw, jwsAlgorithms)
 	if jwsErr != nil && o.introspector != nil {
 		s, err := o.introspect(ctx, raw)
 		if err != nil {
