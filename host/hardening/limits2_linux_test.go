@@ -33,7 +33,7 @@ func startDaemon(t *testing.T, cs *mcp.ClientSession, tool string) int {
 	pidfile := filepath.Join(t.TempDir(), "daemon.pid")
 	os.Chmod(filepath.Dir(pidfile), 0o777)
 	os.Chmod(filepath.Dir(filepath.Dir(pidfile)), 0o755)
-	got := probe(t, cs, tool, "daemon", pidfile)
+	got := probe(t, cs, tool, "setsid-daemon", pidfile)
 	pid, err := strconv.Atoi(strings.TrimPrefix(got, "escaped: daemon "))
 	if err != nil || pid <= 0 {
 		t.Fatalf("daemon probe: %s", got)

@@ -95,9 +95,9 @@ func init() {
 		}
 		return fmt.Sprintf("started %d", n), nil
 	})
-	// daemon ARG: a setsid, double-forked daemon that writes its pid to
+	// setsid-daemon ARG: a setsid, double-forked daemon that writes its pid to
 	// the file ARG once it runs; the result is that pid.
-	register("daemon", func(_ context.Context, pidfile string) (string, error) {
+	register("setsid-daemon", func(_ context.Context, pidfile string) (string, error) {
 		os.Remove(pidfile)
 		cmd := exec.Command("/proc/self/exe")
 		cmd.Env = append(os.Environ(), daemonEnv+"=1", daemonPidEnv+"="+pidfile)
