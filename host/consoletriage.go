@@ -52,11 +52,11 @@ const (
 	maxConsoleCallResult = 64 << 10
 )
 
-// ConsoleLogs returns the most recent log lines of a server, oldest
+// consoleLogSource returns the most recent log lines of a server, oldest
 // first, at most n; the console shows them per server. The host's default
 // shows the server's last error; a per-server log buffer
 // (`mcpvisor logs`) replaces it.
-type ConsoleLogs func(server string, n int) []string
+type consoleLogSource func(server string, n int) []string
 
 // consoleSummary is the summary bar's counts.
 type consoleSummary struct {
@@ -140,7 +140,7 @@ func toolFields(schema any) (fields []consoleField, raw bool) {
 	return fields, false
 }
 
-// lastErrorLogs is the default ConsoleLogs: the server's last error, the
+// lastErrorLogs is the default consoleLogSource: the server's last error, the
 // one line the host keeps for every server.
 func (h *Host) lastErrorLogs(server string, n int) []string {
 	for _, st := range h.Status() {

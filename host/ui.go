@@ -114,7 +114,7 @@ type console struct {
 	pages map[chan struct{}]struct{}
 	// logs gives each row its recent log lines (consoletriage.go); set
 	// once when the host is built.
-	logs ConsoleLogs
+	logs consoleLogSource
 }
 
 func newConsole(cfg config.Console) *console {
@@ -279,7 +279,7 @@ type consoleServer struct {
 	// Missing are the variables a needs_config server lacks: the console
 	// offers a field for each.
 	Missing []string
-	// Logs are its recent log lines (ConsoleLogs).
+	// Logs are its recent log lines (consoleLogSource).
 	Logs []string
 }
 
