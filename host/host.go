@@ -90,6 +90,10 @@ type Host struct {
 	// readyzAsked is set once anything has asked /readyz: a load balancer
 	// or orchestrator is watching, and Drain waits its period for it.
 	readyzAsked atomic.Bool
+	// httpURL is the /mcp address of the first TCP listener Serve
+	// serves ("" before one, or on a stdio-only host): what status tells
+	// `client install -http` to point a client at.
+	httpURL atomic.Pointer[string]
 	// inFlight counts the HTTP requests being served, for Drain.
 	inFlight requestGauge
 

@@ -135,7 +135,7 @@ func (h *Host) statusFor(r *http.Request, rep StatusReport) StatusReport {
 		servers[i] = ServerStatus{Name: st.Name, State: st.State, Since: st.Since, LastError: st.LastError, LastErrorAt: st.LastErrorAt}
 	}
 	rep.Servers = servers
-	rep.Config = ""
+	rep.Config, rep.HTTP, rep.Clients = "", "", nil
 	return rep
 }
 

@@ -95,11 +95,16 @@ policy "analysts" {
 	}
 
 	// /status: the last call error is another caller's; an operator sees it.
-	rep := StatusReport{Servers: []ServerStatus{{Name: "x", LastError: "connect failed", LastCallError: "no such file /home/bob/secret", LastCallErrorAt: time.Now()}}}
+	// The connected clients and the endpoint are the operator's too.
+	rep := StatusReport{Servers: []ServerStatus{{Name: "x", LastError: "connect failed", LastCallError: "no such file /home/bob/secret", LastCallErrorAt: time.Now()}},
+		HTTP: "http://127.0.0.1:8811/mcp", Clients: []Client{{Name: "cursor", Transport: "streamable-http", Session: "abcd1234…"}}}
 	for who, want := range map[*identity.Subject]bool{alice: false, oncall: true} {
 		r := httptest.NewRequest("GET", "http://127.0.0.1:8811/status", nil)
 		r = r.WithContext(identity.NewContext(r.Context(), who))
 		got := h.statusFor(r, rep)
+		if shown := len(got.Clients) > 0 || got.HTTP != ""; shown != want {
+			t.Errorf("/status for %s: clients and endpoint shown %v; want %v", who.ID, shown, want)
+		}
 		if shown := got.Servers[0].LastCallError != "" && !got.Servers[0].LastCallErrorAt.IsZero(); shown != want {
 			t.Errorf("/status for %s: last call error shown %v; want %v", who.ID, shown, want)
 		}

@@ -69,6 +69,14 @@ type StatusReport struct {
 	// Servers are the servers' states, in config order.
 	Servers []ServerStatus `json:"servers"`
 
+	// HTTP is the streamable HTTP endpoint the host serves ("" when it
+	// serves none: `run --stdio`), for `client install -http`; operators
+	// only.
+	HTTP string `json:"http,omitempty"`
+	// Clients are the connected downstream clients, oldest first;
+	// operators only.
+	Clients []Client `json:"clients,omitempty"`
+
 	// Config is the absolute path of the configuration file the host runs
 	// ("" for a Config built in Go), so `mcpvisor status` can tell the
 	// host of one config from another's on the same address.
@@ -144,7 +152,7 @@ func (h *Host) Handler() http.Handler {
 			// Read-only, for every caller; without what other callers'
 			// calls left for one who is not an operator (operator.go).
 			enc.Encode(h.statusFor(r, StatusReport{Version: Version, Replica: h.replica, Draining: h.Draining(), Servers: h.Status(),
-				Config: configPath(h.servers.Load().cfg.Filename)}))
+				Config: configPath(h.servers.Load().cfg.Filename), HTTP: h.HTTPURL(), Clients: h.Clients()}))
 		})
 		// The exposed tools with their servers, for `mcpvisor tools`
 		// (tools/list carries no server).
@@ -404,6 +412,15 @@ func (h *Host) Serve(ctx context.Context, ln net.Listener) error {
 	// requests counts this server's requests but the GET streams.
 	var requests requestGauge
 	handler := h.Handler()
+	if addr, ok := ln.Addr().(*net.TCPAddr); ok {
+		// A client on this machine reaches an unspecified address
+		// (":8811", "0.0.0.0") on loopback.
+		if addr.IP == nil || addr.IP.IsUnspecified() {
+			addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: addr.Port}
+		}
+		u := "http://" + addr.String() + "/mcp"
+		h.httpURL.CompareAndSwap(nil, &u)
+	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodGet {

@@ -11,6 +11,23 @@ import (
 // the supervisor that fills it.
 type ServerStatus = status.Server
 
+// Client is a connected downstream client (Host.Clients, GET /status).
+type Client = status.Client
+
+// Clients lists the connected downstream clients (HTTP sessions and stdio),
+// oldest first, with what each said it is in initialize.
+func (h *Host) Clients() []Client { return h.gateway.Clients() }
+
+// HTTPURL is the streamable HTTP endpoint this host serves, as a client on
+// this machine reaches it ("http://127.0.0.1:8811/mcp"); "" before Serve
+// has a TCP listener.
+func (h *Host) HTTPURL() string {
+	if u := h.httpURL.Load(); u != nil {
+		return *u
+	}
+	return ""
+}
+
 // State is a server's lifecycle state (ServerStatus.State).
 type State = status.State
 

@@ -112,6 +112,9 @@ type console struct {
 	// pages are the open streams' wake-up channels (buffer 1), guarded
 	// by mu; at most maxStreams.
 	pages map[chan struct{}]struct{}
+	// logs gives each row its recent log lines (consoletriage.go); set
+	// once when the host is built.
+	logs consoleLogSource
 }
 
 func newConsole(cfg config.Console) *console {
@@ -243,10 +246,18 @@ type consolePage struct {
 	Version  string
 	Replica  string
 	Draining bool
+	Summary  consoleSummary
 	Servers  []consoleServer
 	Calls    []consoleCall
 	MaxCalls int
 	Updated  time.Time
+	// HTTP is the /mcp endpoint ("" when the host serves none), Config
+	// the configuration file, Connect the commands that point a client at
+	// this host, Clients the connected ones.
+	HTTP    string
+	Config  string
+	Connect []connectCommand
+	Clients []Client
 }
 
 // consoleServer is one server's row.
@@ -254,20 +265,59 @@ type consoleServer struct {
 	ServerStatus
 	// RSS and CPU describe the server's process group ("-" without one).
 	RSS, CPU string
-	Tools    []ExposedTool
+	Tools    []consoleTool
 	// MoreTools counts the exposed tools past consoleMaxToolsShown.
 	MoreTools int
+	// Reason is why the server is not ready: empty while it is ready or
+	// idle, whatever error it had before (consoletriage.go).
+	Reason string
+	// Next says when a reconnecting or parked server tries again.
+	Next string
+	// Problem marks a row that needs a person (the summary's problem or
+	// parked).
+	Problem bool
+	// Missing are the variables a needs_config server lacks: the console
+	// offers a field for each.
+	Missing []string
+	// Logs are its recent log lines (consoleLogSource).
+	Logs []string
+}
+
+// consoleTool is one tool with its call form.
+type consoleTool struct {
+	ExposedTool
+	Fields []consoleField
+	// RawArgs is set when the schema could not be read into fields: the
+	// form takes the arguments as one JSON object.
+	RawArgs bool
 }
 
 func (h *Host) consolePage() consolePage {
+	now := time.Now()
 	p := consolePage{Version: Version, Replica: h.replica, Draining: h.Draining(),
-		Calls: h.console.recent(), MaxCalls: len(h.console.calls), Updated: time.Now()}
-	tools := map[string][]ExposedTool{}
+		Calls: h.console.recent(), MaxCalls: len(h.console.calls), Updated: now,
+		HTTP: h.HTTPURL(), Config: configPath(h.servers.Load().cfg.Filename), Connect: h.connectCommands(), Clients: h.Clients()}
+	tools := map[string][]consoleTool{}
 	for _, t := range h.Tools() {
-		tools[t.Server] = append(tools[t.Server], ExposedTool{Name: t.Tool.Name, Server: t.Server, Original: t.Original, Description: t.Tool.Description})
+		ct := consoleTool{ExposedTool: ExposedTool{Name: t.Tool.Name, Server: t.Server, Original: t.Original, Description: t.Tool.Description}}
+		ct.Fields, ct.RawArgs = toolFields(t.Tool.InputSchema)
+		tools[t.Server] = append(tools[t.Server], ct)
+	}
+	missing := h.missingSecrets()
+	logs := h.console.logs
+	if logs == nil {
+		// Until a per-server log buffer is wired in: the last error.
+		logs = h.lastErrorLogs
 	}
 	for _, st := range h.Status() {
-		s := consoleServer{ServerStatus: st, RSS: "-", CPU: "-", Tools: tools[st.Name]}
+		s := consoleServer{ServerStatus: st, RSS: "-", CPU: "-", Tools: tools[st.Name],
+			Next: nextAttempt(st, now), Problem: isProblem(st.State) || st.State == StateParked, Logs: logs(st.Name, consoleLogLines)}
+		if st.State != StateReady && st.State != StateIdle {
+			s.Reason = st.LastError
+		}
+		if st.State == StateNeedsConfig {
+			s.Missing = missing[st.Name]
+		}
 		if len(s.Tools) > consoleMaxToolsShown {
 			s.MoreTools = len(s.Tools) - consoleMaxToolsShown
 			s.Tools = s.Tools[:consoleMaxToolsShown]
@@ -279,6 +329,7 @@ func (h *Host) consolePage() consolePage {
 		}
 		p.Servers = append(p.Servers, s)
 	}
+	p.Summary = consoleRows(p.Servers)
 	return p
 }
 
@@ -293,6 +344,13 @@ func (h *Host) mountConsole(mux *http.ServeMux) {
 	mux.Handle("GET /ui/{$}", h.operatorOnly(http.HandlerFunc(h.serveConsole)))
 	mux.Handle("GET /ui/events", h.operatorOnly(http.HandlerFunc(h.serveConsoleEvents)))
 	mux.Handle("GET /ui/login", h.operatorOnly(http.HandlerFunc(h.serveConsoleLogin)))
+	// The console's own actions (consoletriage.go), CSRF-checked by
+	// consolePath like the control POSTs.
+	mux.Handle("POST /ui/call", h.operatorOnly(http.HandlerFunc(h.serveConsoleCall)))
+	mux.Handle("POST /ui/secret", h.operatorOnly(http.HandlerFunc(h.serveConsoleSecret)))
+	// The host's root is the console: a browser pointed at the address
+	// lands there (and logs in, or is told how).
+	mux.Handle("GET /{$}", http.RedirectHandler("/ui", http.StatusSeeOther))
 }
 
 func (h *Host) serveConsole(w http.ResponseWriter, r *http.Request) {
@@ -446,7 +504,9 @@ func consolePath(r *http.Request) bool {
 	case r.Method == http.MethodGet:
 		return r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")
 	case r.Method == http.MethodPost:
-		if r.URL.Path != "/control/revive" && r.URL.Path != "/control/restart" {
+		switch r.URL.Path {
+		case "/control/revive", "/control/restart", "/ui/call", "/ui/secret":
+		default:
 			return false
 		}
 		origin := r.Header.Get("Origin")

@@ -33,10 +33,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/mcpvisor/mcpvisor/host/config"
 )
 
 // maxClientConfigBytes bounds the client file read into memory. Claude
@@ -53,6 +57,10 @@ type mcpClient struct {
 	key string
 	// typed clients get "type": "stdio" in the entry.
 	typed bool
+	// urlKey is the member an HTTP entry (-http) names the endpoint in:
+	// "url", or "serverUrl" for Windsurf; "" for a client whose file
+	// holds stdio servers only.
+	urlKey string
 	// userFile is the user-level file; projectFile the file in a project
 	// directory ("" when the client has none).
 	userFile    func() (string, error)
@@ -63,11 +71,13 @@ type mcpClient struct {
 var clientNames = []string{"claude-desktop", "claude-code", "cursor", "vscode", "windsurf"}
 
 var mcpClients = map[string]mcpClient{
+	// Claude Desktop's file starts stdio servers only: remote servers are
+	// added in its Connectors settings, not in the file.
 	"claude-desktop": {title: "Claude Desktop", key: "mcpServers", userFile: inConfigDir("Claude", "claude_desktop_config.json")},
-	"claude-code":    {title: "Claude Code", key: "mcpServers", typed: true, userFile: inHome(".claude.json"), projectFile: ".mcp.json"},
-	"cursor":         {title: "Cursor", key: "mcpServers", userFile: inHome(".cursor", "mcp.json"), projectFile: filepath.Join(".cursor", "mcp.json")},
-	"vscode":         {title: "VS Code", key: "servers", typed: true, userFile: inConfigDir("Code", "User", "mcp.json"), projectFile: filepath.Join(".vscode", "mcp.json")},
-	"windsurf":       {title: "Windsurf", key: "mcpServers", userFile: inHome(".codeium", "windsurf", "mcp_config.json")},
+	"claude-code":    {title: "Claude Code", key: "mcpServers", typed: true, urlKey: "url", userFile: inHome(".claude.json"), projectFile: ".mcp.json"},
+	"cursor":         {title: "Cursor", key: "mcpServers", urlKey: "url", userFile: inHome(".cursor", "mcp.json"), projectFile: filepath.Join(".cursor", "mcp.json")},
+	"vscode":         {title: "VS Code", key: "servers", typed: true, urlKey: "url", userFile: inConfigDir("Code", "User", "mcp.json"), projectFile: filepath.Join(".vscode", "mcp.json")},
+	"windsurf":       {title: "Windsurf", key: "mcpServers", urlKey: "serverUrl", userFile: inHome(".codeium", "windsurf", "mcp_config.json")},
 }
 
 // inConfigDir is a file under the OS's per-user configuration directory:
@@ -124,7 +134,8 @@ func clientCmd(args []string, stdio IO) int {
 	name := fs.String("name", "mcpvisor", "the entry's `name` in the client's config")
 	project := fs.String("project", "", "write the project `dir`'s file (claude-code: .mcp.json, cursor: .cursor/mcp.json, vscode: .vscode/mcp.json) instead of the user's")
 	file := fs.String("file", "", "write this `file` instead of the client's usual one")
-	printOnly := fs.Bool("print", false, "print the resulting file on stdout and write nothing")
+	printOnly := fs.Bool("print", false, "print the resulting file on stdout and write nothing (with -http, the token shown as "+tokenShown+")")
+	overHTTP := fs.Bool("http", false, "write an HTTP entry pointing at the running host of -config (claude-code, cursor, vscode, windsurf), so every client shares one host")
 	clientName, ok := parseOneArg(fs, args, stdio, "mcpvisor client "+sub+" CLIENT")
 	if !ok {
 		return ExitUsage
@@ -158,9 +169,20 @@ func clientCmd(args []string, stdio IO) int {
 		return fail(ExitRuntime, "%s is not a JSON object (%s); it is left untouched: fix it, or add the entry by hand (\"mcpvisor client %s -print -file new.json %s\" prints it)", termSafe(path), err, sub, clientName)
 	}
 
-	var note string
+	var note, token string
+	if *overHTTP && sub != "install" {
+		return fail(ExitUsage, "-http is for install; uninstall removes the entry whatever it is")
+	}
 	if sub == "install" {
-		entry, err := mcpvisorEntry(c, *cfgPath)
+		var entry json.RawMessage
+		if *overHTTP {
+			if c.urlKey == "" {
+				return fail(ExitUsage, "%s's config file starts stdio servers only (it adds remote servers in its own settings); drop -http to write a stdio entry", c.title)
+			}
+			entry, token, err = httpEntry(c, *cfgPath)
+		} else {
+			entry, err = mcpvisorEntry(c, *cfgPath)
+		}
 		if err != nil {
 			return fail(ExitRuntime, "%s", err)
 		}
@@ -191,6 +213,11 @@ func clientCmd(args []string, stdio IO) int {
 		out = append(out, '\n')
 	}
 	if *printOnly {
+		if token != "" {
+			// Never print the token: the terminal's scrollback and a pasted
+			// snippet outlive the client's file.
+			out = bytes.ReplaceAll(out, []byte(token), []byte(tokenShown))
+		}
 		stdio.Stdout.Write(out)
 		return ExitOK
 	}
@@ -203,7 +230,78 @@ func clientCmd(args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, " (the previous file is in %s)", termSafe(backup))
 	}
 	fmt.Fprintf(stdio.Stderr, "\nRestart %s (or reload its MCP servers) to apply it.\n", c.title)
+	if token != "" {
+		fmt.Fprintf(stdio.Stderr, "The entry carries the host's bearer token in its Authorization header; keep %s private.\n", termSafe(path))
+		if st, err := os.Stat(path); err == nil && permBitsArePrivate && st.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(stdio.Stderr, "warning: %s is readable by group or others (mode %04o): run chmod go-rwx %s\n", termSafe(path), st.Mode().Perm(), termSafe(path))
+		}
+	}
 	return ExitOK
+}
+
+// tokenShown stands for the bearer token where install prints an entry.
+const tokenShown = "<the host's bearer token, not shown>"
+
+// httpEntry is the server entry that points c at the streamable HTTP
+// endpoint of the running host of the config at cfgPath (docs/clients.md,
+// "One host for every client"), with the host's bearer token as an
+// Authorization header when its host block sets one. It returns the token
+// too, so that it is never printed. It fails when no host runs the config
+// or the host serves no HTTP: an entry pointing nowhere would fail in the
+// client, far from the reason.
+func httpEntry(c mcpClient, cfgPath string) (json.RawMessage, string, error) {
+	cfg, err := filepath.Abs(cfgPath)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := os.Stat(cfg); err != nil {
+		return nil, "", fmt.Errorf("the configuration %s: %v; pass -config FILE, the file of the running host the client should use", termSafe(cfg), errors.Unwrap(err))
+	}
+	hb, err := config.LoadHost(cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("invalid configuration:\n%s", strings.TrimRight(err.Error(), "\n"))
+	}
+	ts, err := runningHosts(cfg, "")
+	if err != nil {
+		return nil, "", err
+	}
+	if len(ts) == 0 {
+		return nil, "", fmt.Errorf("no running host serves %s, so there is no HTTP endpoint to point the client at: start one (mcpvisor run -config %s) and run this again, or drop -http for an entry that starts its own host over stdio", termSafe(cfg), termSafe(cfg))
+	}
+	var endpoint, served string
+	for _, t := range ts {
+		doc, err := fetchStatus(t)
+		if err != nil {
+			return nil, "", err
+		}
+		served = t.name
+		if doc.HTTP != "" {
+			endpoint = doc.HTTP
+			break
+		}
+	}
+	if endpoint == "" {
+		return nil, "", fmt.Errorf("the running host of %s (%s) serves no HTTP: it runs with --stdio, which serves its own client only; run it as `mcpvisor run -config %s` (HTTP at host.listen, default %s), or drop -http", termSafe(cfg), served, termSafe(cfg), config.DefaultListen)
+	}
+	e := struct {
+		Type      string            `json:"type,omitempty"`
+		URL       string            `json:"url,omitempty"`
+		ServerURL string            `json:"serverUrl,omitempty"`
+		Headers   map[string]string `json:"headers,omitempty"`
+	}{}
+	if c.typed {
+		e.Type = "http"
+	}
+	if c.urlKey == "serverUrl" {
+		e.ServerURL = endpoint
+	} else {
+		e.URL = endpoint
+	}
+	if hb.BearerToken != "" {
+		e.Headers = map[string]string{"Authorization": "Bearer " + hb.BearerToken}
+	}
+	b, err := json.Marshal(e)
+	return b, hb.BearerToken, err
 }
 
 // clientFile is the file to edit: -file, the project's or the user's.
@@ -612,13 +710,26 @@ func (d *clientDoc) removeServer(key, name string) (bool, error) {
 	return true, nil
 }
 
-// runsMcpvisor reports whether a server entry's command is an mcpvisor
-// executable: this one, or one named mcpvisor.
+// runsMcpvisor reports whether a server entry is mcpvisor's: its command
+// is an mcpvisor executable (this one, or one named mcpvisor), or it is an
+// HTTP entry that install -http writes (mcpvisorURL).
 func runsMcpvisor(raw json.RawMessage) bool {
 	// Keys match exactly, as the clients read them.
 	var e map[string]json.RawMessage
 	var command string
-	if json.Unmarshal(raw, &e) != nil || json.Unmarshal(e["command"], &command) != nil {
+	if json.Unmarshal(raw, &e) != nil {
+		return false
+	}
+	if _, ok := e["command"]; !ok {
+		for _, k := range []string{"url", "serverUrl"} {
+			var u string
+			if json.Unmarshal(e[k], &u) == nil && mcpvisorURL(u) {
+				return true
+			}
+		}
+		return false
+	}
+	if json.Unmarshal(e["command"], &command) != nil {
 		return false
 	}
 	if exe, err := os.Executable(); err == nil && command == exe {
@@ -631,4 +742,17 @@ func runsMcpvisor(raw json.RawMessage) bool {
 	}
 	base := strings.ToLower(filepath.Base(strings.ReplaceAll(command, `\`, "/")))
 	return base == "mcpvisor" || base == "mcpvisor.exe"
+}
+
+// mcpvisorURL reports whether u is an endpoint install -http writes: http
+// on a loopback address, path /mcp. Another server of this machine at
+// /mcp under the same entry name is taken for mcpvisor's; the name is the
+// guard (-name).
+func mcpvisorURL(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil || p.Scheme != "http" || p.Path != "/mcp" {
+		return false
+	}
+	ip := net.ParseIP(p.Hostname())
+	return p.Hostname() == "localhost" || ip != nil && ip.IsLoopback()
 }

@@ -123,13 +123,15 @@ var commands = map[string]command{
 	},
 	"client": {
 		summary:  "install mcpvisor into (or uninstall it from) a desktop client's MCP config",
-		synopsis: "mcpvisor client install|uninstall [-config FILE] [-name NAME] [-project DIR | -file FILE] [-print] CLIENT",
+		synopsis: "mcpvisor client install|uninstall [-config FILE] [-http] [-name NAME] [-project DIR | -file FILE] [-print] CLIENT",
 		args:     "CLIENT  claude-desktop, claude-code, cursor, vscode or windsurf",
 		about: "install adds an entry (named mcpvisor) that runs this executable as `mcpvisor run --stdio\n" +
 			"-config FILE`, both as absolute paths, keeping every other entry and key of the client's file;\n" +
 			"the previous file is kept as FILE.bak. uninstall removes that entry only. A file that is not\n" +
-			"valid JSON is never rewritten. Where each client's file is: docs/clients.md.",
-		examples: []string{"mcpvisor client install -config ~/mcp/config.hcl claude-desktop", "mcpvisor client install -print cursor", "mcpvisor client install -project . vscode", "mcpvisor client uninstall claude-desktop"},
+			"valid JSON is never rewritten. With -http (claude-code, cursor, vscode, windsurf) the entry\n" +
+			"points at the running host's streamable HTTP endpoint instead, with its bearer token as a\n" +
+			"header when it has one, so every client shares one host. Where each client's file is: docs/clients.md.",
+		examples: []string{"mcpvisor client install -config ~/mcp/config.hcl claude-desktop", "mcpvisor client install -http -config ~/mcp/config.hcl cursor", "mcpvisor client install -print cursor", "mcpvisor client install -project . vscode", "mcpvisor client uninstall claude-desktop"},
 	},
 	"login": {
 		summary:  "log in to an OAuth server",

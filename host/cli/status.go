@@ -58,6 +58,7 @@ func statusCmd(args []string, stdio IO) int {
 			}
 			fmt.Fprintf(w, "%s\n", hostHeading(t, doc))
 			printStatus(w, doc)
+			printClients(w, doc)
 		}
 		return code
 	}
@@ -244,6 +245,26 @@ func printStatus(w io.Writer, doc *host.StatusReport) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", termSafe(s.Name), termSafe(s.State),
 			since, next, s.Generation, retriesColumn(s),
 			cmp.Or(termSafe(s.Breaker), "-"), tools, rssColumn(s), cpuColumn(s), s.Calls, s.Errors, cmp.Or(termSafe(s.Sandbox), "-"), termSafe(last))
+	}
+	tw.Flush()
+}
+
+// printClients lists the clients connected to the host (operators see
+// them; an empty list prints nothing but the count).
+func printClients(w io.Writer, doc *host.StatusReport) {
+	if doc.HTTP != "" {
+		fmt.Fprintf(w, "serving %s\n", termSafe(doc.HTTP))
+	}
+	if len(doc.Clients) == 0 {
+		fmt.Fprintln(w, "no clients connected")
+		return
+	}
+	fmt.Fprintf(w, "%d client(s) connected:\n", len(doc.Clients))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CLIENT\tVERSION\tTRANSPORT\tSESSION\tSINCE")
+	for _, c := range doc.Clients {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", cmp.Or(termSafe(c.Name), "(unnamed)"), cmp.Or(termSafe(c.Version), "-"),
+			termSafe(c.Transport), cmp.Or(termSafe(c.Session), "-"), c.Since.Local().Format(time.DateTime))
 	}
 	tw.Flush()
 }

@@ -89,15 +89,21 @@ func consoleAddr(listen string) string {
 	return net.JoinHostPort(h, port)
 }
 
-// printConsoleLogin prints, on a terminal, the console's one-time login
-// address for the host serving HTTP at addr (`make run`).
+// printConsoleLogin prints the console's address for the host serving
+// HTTP at addr (`make run`): on a terminal a one-time login address, which
+// opens it logged in; elsewhere (a service's log) the plain address and
+// how to log in, since a login code in a log file would be worth the
+// operator credential to whoever reads the log.
 func printConsoleLogin(w io.Writer, h *host.Host, addr string) {
-	if !isTerminal(w) || os.Getenv("MCPVISOR_NO_CONSOLE_LINK") != "" {
+	if os.Getenv("MCPVISOR_NO_CONSOLE_LINK") != "" {
 		return
 	}
-	login, err := h.ConsoleLogin()
-	if err != nil {
-		return
+	base := "http://" + consoleAddr(addr)
+	if isTerminal(w) {
+		if login, err := h.ConsoleLogin(); err == nil {
+			fmt.Fprintf(w, "console: %s%s (works once; `mcpvisor ui` opens another)\n", base, login.Path)
+			return
+		}
 	}
-	fmt.Fprintf(w, "console: http://%s%s (works once; `mcpvisor ui` opens another)\n", consoleAddr(addr), login.Path)
+	fmt.Fprintf(w, "console: %s/ui (log in with `mcpvisor ui`, or `mcpvisor ui -print` for a one-time address)\n", base)
 }

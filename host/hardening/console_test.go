@@ -222,6 +222,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("opening the console in chromium: %v", err)
 	}
+	// Tools are collapsed per server (consoletriage.go): open web's.
+	if err := chromedp.Do(browser, chromedp.Click(chromedp.CSS(`#tools-web > summary`))); err != nil {
+		t.Fatalf("opening web's tools: %v", err)
+	}
 	status := run(t, browser, chromedp.Text(chromedp.CSS(`#live-status`)))
 	text := run(t, browser, chromedp.Text(chromedp.CSS(`body`)))
 	title := run(t, browser, chromedp.Title())

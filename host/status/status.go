@@ -115,3 +115,23 @@ type Server struct {
 	LastCallError   string    `json:"last_call_error,omitempty"`
 	LastCallErrorAt time.Time `json:"last_call_error_at,omitzero"`
 }
+
+// Client is one connected downstream client, as the operator's status
+// (GET /status, `mcpvisor status`) and the console list it
+// (docs/operations.md, "Connected clients"): what it said it is in
+// initialize, its session and since when.
+type Client struct {
+	// Name and Version are the clientInfo of the client's initialize
+	// ("claude-code", "1.0.0"); empty when it sent none.
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	// Transport is "streamable-http" or "stdio".
+	Transport string `json:"transport"`
+	// Session is the start of the HTTP session id (enough to tell two
+	// sessions apart, not enough to use one); empty on stdio.
+	Session string `json:"session,omitempty"`
+	// Since is when the session began.
+	Since time.Time `json:"since"`
+	// Protocol is the protocol version the client initialized with.
+	Protocol string `json:"protocol,omitempty"`
+}

@@ -163,6 +163,8 @@ type Gateway struct {
 	// go-sdk server's stateless per-request sessions, which have none
 	// either.
 	transports atomic.Int64
+	// stdio are the sessions ServeTransport serves, for Clients.
+	stdio stdioSessions
 }
 
 // New creates the gateway and its go-sdk server. The server advertises
@@ -269,6 +271,8 @@ func (g *Gateway) ServeTransport(ctx context.Context, t mcp.Transport) error {
 		return err
 	}
 	ft.ss.Store(ss)
+	g.stdio.add(ss)
+	defer g.stdio.remove(ss)
 	done := make(chan error, 1)
 	go func() { done <- ss.Wait() }()
 	select {

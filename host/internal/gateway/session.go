@@ -81,6 +81,7 @@ type sessionUse struct {
 	owner   string    // the subject that opened it (identity.Subject.Caller)
 	open    int       // the session's requests being served
 	last    time.Time // when the last of them ended (created: when it began)
+	created time.Time // when its initialize arrived
 	closing bool      // being evicted: no longer counted for its owner
 }
 
@@ -108,9 +109,21 @@ func (u *sessionUses) opened(ss *mcp.ServerSession, owner string) bool {
 	if _, ok := u.byID[id]; ok {
 		return false
 	}
-	u.byID[id] = &sessionUse{ss: ss, owner: owner, last: time.Now()}
+	now := time.Now()
+	u.byID[id] = &sessionUse{ss: ss, owner: owner, last: now, created: now}
 	u.byOwner[owner]++
 	return true
+}
+
+// openedAt returns when the session id was opened, and whether the book
+// knows it.
+func (u *sessionUses) openedAt(id string) (time.Time, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if a := u.byID[id]; a != nil {
+		return a.created, true
+	}
+	return time.Time{}, false
 }
 
 // closed forgets the session id once its connection ended.
