@@ -1407,11 +1407,18 @@ func TestCLIReachesEveryRunningInstance(t *testing.T) {
 	defer cs.Close()
 	// Its echo is its child: /status shows no pid to an anonymous caller,
 	// who is no operator (docs/security.md, "The operator's door").
-	kids := testutil.Descendants(httpHost.Process.Pid)
-	if len(kids) == 0 {
-		t.Fatal("the HTTP instance has no child process")
+	// Its children are echo and the group's reaper (a shell that kills
+	// the group when mcpvisor dies); the one to kill is echo.
+	echoPid := 0
+	for _, pid := range testutil.Descendants(httpHost.Process.Pid) {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == bins["echo"] {
+			echoPid = pid
+		}
 	}
-	syscall.Kill(kids[0], syscall.SIGKILL)
+	if echoPid == 0 {
+		t.Fatal("the HTTP instance runs no echo server")
+	}
+	syscall.Kill(echoPid, syscall.SIGKILL)
 	testutil.Eventually(t, 30*time.Second, "the HTTP instance's echo to park", func() bool {
 		return httpStatus(t, addr).Servers[0].State == "parked"
 	})

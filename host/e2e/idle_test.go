@@ -3,10 +3,14 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -29,12 +33,36 @@ type idleStatus struct {
 	LastError       string `json:"last_error"`
 }
 
-// serverStatus returns server's entry of GET /status on listen.
-func serverStatus(t *testing.T, listen, server string) idleStatus {
+// serverStatus returns server's entry of /status as the operator sees
+// it: over h's control socket with the local operator credential, the
+// CLI's way (docs/security.md, "The operator's door"); an anonymous GET
+// /status shows readiness only.
+func serverStatus(t *testing.T, h *hostProcess, server string) idleStatus {
 	t.Helper()
-	resp, err := http.Get("http://" + listen + "/status")
+	runtimeDir := ""
+	for _, kv := range h.cmd.Env {
+		if x, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok && x != "" {
+			runtimeDir = filepath.Join(x, "mcpvisor")
+		}
+		if x, ok := strings.CutPrefix(kv, "TMPDIR="); ok && x != "" && runtimeDir == "" {
+			runtimeDir = filepath.Join(x, fmt.Sprintf("mcpvisor-%d", os.Getuid()))
+		}
+	}
+	socks, _ := filepath.Glob(filepath.Join(runtimeDir, fmt.Sprintf("*-%d.sock", h.cmd.Process.Pid)))
+	token, err := os.ReadFile(filepath.Join(runtimeDir, "operator-token"))
+	if len(socks) != 1 || err != nil {
+		t.Fatalf("no control socket of pid %d in %s (%v, %v)", h.cmd.Process.Pid, runtimeDir, socks, err)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socks[0])
+	}}}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodGet, "http://mcpvisor/status", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := hc.Do(req)
 	if err != nil {
-		t.Fatalf("GET /status: %v", err)
+		t.Fatalf("GET /status over %s: %v", socks[0], err)
 	}
 	defer resp.Body.Close()
 	var doc struct {
@@ -103,20 +131,20 @@ server "everything" {
 	listToolsUntil(t, tl, env, exposedEchoTool, target...)
 
 	testutil.Eventually(t, 60*time.Second, "server-everything to go idle", func() bool {
-		return serverStatus(t, listen, "everything").State == "idle"
+		return serverStatus(t, h, "everything").State == "idle"
 	})
 	testutil.Eventually(t, 10*time.Second, "mcpvisor to have no child process while the server is idle", func() bool {
 		return len(h.snapshot()) == 0
 	})
-	gen := serverStatus(t, listen, "everything").Generation
+	gen := serverStatus(t, h, "everything").Generation
 
 	names := listToolsUntil(t, tl, env, exposedEchoTool, target...)
-	if st := serverStatus(t, listen, "everything"); st.State != "idle" || st.Generation != gen {
+	if st := serverStatus(t, h, "everything"); st.State != "idle" || st.Generation != gen {
 		t.Fatalf("a fresh client's tools/list (%d tools) started the idle server: %+v", len(names), st)
 	}
 
 	callEcho(t, tl, env, exposedEchoTool, "hello after an idle stop", target...)
-	st := serverStatus(t, listen, "everything")
+	st := serverStatus(t, h, "everything")
 	if st.Generation != gen+1 || st.Retries != 0 || st.Breaker != "closed" || st.BreakerFailures != 0 || st.LastError != "" {
 		t.Errorf("after the cold start: %+v; want generation %d and no failure", st, gen+1)
 	}
