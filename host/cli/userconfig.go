@@ -185,9 +185,12 @@ func runningConfigs(cmd, path string, flags *flag.FlagSet, all bool, stdio IO) (
 		fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %v\n", cmd, err)
 		return nil, ExitRuntime
 	}
-	list := func() string {
+	list := func(except string) string {
 		var b strings.Builder
 		for _, sc := range served {
+			if sc.path == except {
+				continue
+			}
 			fmt.Fprintf(&b, "  %s (%s)\n", termSafe(sc.path), strings.Join(sc.pids, ", "))
 		}
 		return b.String()
@@ -203,18 +206,18 @@ func runningConfigs(cmd, path string, flags *flag.FlagSet, all bool, stdio IO) (
 	}
 	for _, sc := range served {
 		if isUserConfig(sc.path) {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no %s in this folder; using your user config %s. Hosts of these configs run too (pick one with -config FILE):\n%s", cmd, defaultConfigFile, termSafe(sc.path), list())
+			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no %s in this folder; using your user config %s. Hosts of other configs run too (pick one with -config FILE):\n%s", cmd, defaultConfigFile, termSafe(sc.path), list(sc.path))
 			return []string{sc.path}, ExitOK
 		}
 	}
 	if all {
-		fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no %s in this folder; showing the hosts of every config of yours that runs (pick one with -config FILE):\n%s", cmd, defaultConfigFile, list())
+		fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no %s in this folder; showing the hosts of every config of yours that runs (pick one with -config FILE):\n%s", cmd, defaultConfigFile, list(""))
 		paths := make([]string, len(served))
 		for i, sc := range served {
 			paths[i] = sc.path
 		}
 		return paths, ExitOK
 	}
-	fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no %s in this folder, and hosts of %d configs of yours run:\n%spick one with -config FILE, or run the command in that config's folder\n", cmd, defaultConfigFile, len(served), list())
+	fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no %s in this folder, and hosts of %d configs of yours run:\n%spick one with -config FILE, or run the command in that config's folder\n", cmd, defaultConfigFile, len(served), list(""))
 	return nil, ExitUsage
 }
