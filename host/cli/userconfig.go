@@ -9,7 +9,7 @@ otherwise the user's own, $XDG_CONFIG_HOME/mcpvisor/config.hcl (default
 which the first `add` creates, its folder private (0700).
 
 The commands that talk to running hosts (status, tools, call, logs, revive,
-restart) go one step further when -config is not given and the folder has
+restart, ui) go one step further when -config is not given and the folder has
 no config.hcl: the user's hosts are found through their control sockets
 (instances.go), whichever config they serve, so a command works from any
 folder while `mcpvisor run` serves a project's config.hcl elsewhere. One
