@@ -130,8 +130,9 @@ func streamLogs(ctx context.Context, t target, name string, q url.Values, prefix
 	sc := bufio.NewScanner(resp.Body)
 	// A line is at most 8 KiB of text (escaped in JSON, up to six times).
 	sc.Buffer(make([]byte, 64<<10), 64<<10)
-	ended := false
+	ended, gotLine := false, false
 	for sc.Scan() {
+		gotLine = true
 		raw := sc.Bytes()
 		var end host.LogEnd
 		if json.Unmarshal(raw, &end) == nil && end.End != "" {
@@ -154,6 +155,9 @@ func streamLogs(ctx context.Context, t target, name string, q url.Values, prefix
 		if err := sc.Err(); err != nil && !ended {
 			fmt.Fprintf(stdio.Stderr, "mcpvisor logs: reading from %s: %s\n", t.name, termSafeErr(err))
 			return ExitRuntime
+		}
+		if !gotLine {
+			fmt.Fprintf(stdio.Stderr, "mcpvisor logs: %s keeps no stderr of %q: a server reached over HTTP has none here, and a stdio one has not started or written any yet\n", t.name, name)
 		}
 		return ExitOK
 	}
