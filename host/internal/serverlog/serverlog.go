@@ -117,13 +117,19 @@ func (l *Log) append(kind Kind, text string) {
 // Tail returns the last n kept lines (every kept line for n <= 0), oldest
 // first.
 func (l *Log) Tail(n int) []Line {
+	lines, _ := l.tail(n)
+	return lines
+}
+
+// tail is Tail, and the Seq of the last line appended so far.
+func (l *Log) tail(n int) ([]Line, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lines := l.lines
 	if n > 0 && len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return append([]Line(nil), lines...)
+	return append([]Line(nil), lines...), l.next - 1
 }
 
 // after returns the kept lines with a Seq above seq, a channel closed when
@@ -144,12 +150,12 @@ func (l *Log) after(seq uint64) ([]Line, <-chan struct{}, bool) {
 // Lines that fell off the front while fn was slow are skipped, never
 // repeated.
 func (l *Log) Follow(ctx context.Context, n int, fn func(Line) error) error {
-	lines := l.Tail(n)
-	var seq uint64
-	if len(lines) == 0 {
-		l.mu.Lock()
-		seq = l.next - 1
-		l.mu.Unlock()
+	// seq is the last line handed to fn, or skipped: the tail and the
+	// point to follow from are read under one lock, so no line falls
+	// between them.
+	lines, seq := l.tail(n)
+	if len(lines) > 0 {
+		seq = lines[0].Seq - 1
 	}
 	for {
 		for _, line := range lines {
