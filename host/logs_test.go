@@ -6,6 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +57,19 @@ server "flood" {
 	}
 	if _, err := h.Logs("chaty", 0); !errors.Is(err, host.ErrUnknownServer) {
 		t.Errorf("Logs of an unknown server: %v; want ErrUnknownServer", err)
+	}
+	// Over HTTP the lines are for operators only: a caller without a
+	// credential, on a host without auth, is refused.
+	srv := httptest.NewServer(h.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/control/logs?server=chatty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "one") {
+		t.Errorf("GET /control/logs without a credential: %s %s; want 403 and no line", resp.Status, body)
 	}
 
 	flood, _ := h.Logs("flood", 0)
