@@ -199,7 +199,8 @@ func runningConfigs(cmd, path string, flags *flag.FlagSet, all bool, stdio IO) (
 	case len(served) == 0:
 		return []string{path}, ExitOK
 	case len(served) == 1:
-		if !isUserConfig(served[0].path) {
+		// tools and call name the host they use themselves (runningHost).
+		if !isUserConfig(served[0].path) && cmd != "tools" && cmd != "call" {
 			fmt.Fprintf(stdio.Stderr, "mcpvisor %s: no %s in this folder; using the running host of %s (%s)\n", cmd, defaultConfigFile, termSafe(served[0].path), strings.Join(served[0].pids, ", "))
 		}
 		return []string{served[0].path}, ExitOK
