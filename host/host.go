@@ -141,6 +141,8 @@ type Host struct {
 	door *door
 	// logins are the console's login codes and sessions (consolelogin.go).
 	logins *consoleLogins
+	// stderrLogs keeps each server's recent stderr (logs.go).
+	stderrLogs serverLogs
 }
 
 // serverSet is an immutable snapshot of the running supervisors.
@@ -276,6 +278,7 @@ func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {
 		LimitStop:    h.limitStopped,
 		StderrTotal:  h.stderrTotal,
 		LimitHits:    h.limitHits,
+		StderrLog:    h.stderrLogs.of(srv.Name),
 	})
 	if err != nil {
 		return nil, err
@@ -414,6 +417,7 @@ func (h *Host) Close(ctx context.Context) error {
 		h.mu.Unlock()
 		h.gateway.CloseSessions()
 		h.closeErr = stopAll(ctx, set.sups, set.order)
+		h.stderrLogs.closeAll() // ends FollowLogs
 		if h.audit != nil {
 			h.closeErr = errors.Join(h.closeErr, h.audit.Close())
 		}

@@ -169,6 +169,9 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 	}
 	err := retire(ctx, old.sups, res.Restarted, reason)
 	err = errors.Join(startErr, err, retire(ctx, old.sups, res.Removed, "removed by reload"))
+	for _, name := range res.Removed {
+		h.stderrLogs.remove(name) // ends its followers (logs.go)
+	}
 	return res, err
 }
 

@@ -118,6 +118,8 @@ func configPath(filename string) string {
 //   - /metrics: Prometheus metrics (unless WithMetrics(false));
 //   - /control/revive, /control/restart and /control/reload (POST): what
 //     `mcpvisor revive`, `restart`, `add` and `remove` ask of a running host;
+//   - /control/logs (GET): a server's recent stderr, for `mcpvisor logs`
+//     (LogLine; logs.go);
 //   - /ui and /ui/events: the web console (docs/operations.md, "Web console").
 //
 // The control endpoints and the console answer operators only: the local
@@ -180,6 +182,8 @@ func (h *Host) Handler() http.Handler {
 		mux.Handle("POST /control/reload", h.operatorOnly(http.HandlerFunc(h.serveReload)))
 		// `mcpvisor ui`: a one-time login code for the console (consolelogin.go).
 		mux.Handle("POST /control/console-login", h.operatorOnly(http.HandlerFunc(h.serveConsoleLoginCode)))
+		// `mcpvisor logs`: each server's recent stderr (logs.go).
+		mux.Handle("GET /control/logs", h.operatorOnly(http.HandlerFunc(h.serveLogs)))
 		h.mountConsole(mux) // the web console at /ui (ui.go), operators only
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 			h.readyzAsked.Store(true)

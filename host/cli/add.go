@@ -211,6 +211,10 @@ func addCmd(args []string, stdio IO) int {
 			return ExitRuntime
 		}
 	}
+	if err := makeUserConfigDir(*path, stdio); err != nil {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor add: %s\n", err)
+		return ExitRuntime
+	}
 	fmt.Fprintf(stdio.Stderr, "validating %s with server %q added…\n", *path, termSafe(spec.name))
 	code := editConfig(*path, true, stdio, func(src []byte, f *hclwrite.File) ([]byte, error) {
 		if findServer(f, spec.name) != nil {
@@ -570,7 +574,7 @@ func reloadHosts(path, server string, removed bool, stdio IO) int {
 	}
 	if len(ts) == 0 {
 		run := "mcpvisor run"
-		if path != defaultConfigFile {
+		if path != defaultConfigFile && !isUserConfig(path) {
 			run += " -config " + path
 		}
 		fmt.Fprintf(stdio.Stdout, "no running mcpvisor serves %s; start one with: %s\n", path, run)

@@ -39,6 +39,11 @@ func callCmd(args []string, stdio IO) int {
 			return ExitUsage
 		}
 	}
+	paths, code := runningConfigs("call", *path, fs, false, stdio)
+	if paths == nil {
+		return code
+	}
+	*path = paths[0]
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var res *mcp.CallToolResult

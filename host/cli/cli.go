@@ -8,6 +8,7 @@
 //	status      show the server states of the running hosts of a config
 //	revive      ask a parked server to try again now
 //	restart     replace a server with a fresh process
+//	logs        print a server's recent stderr, kept by the running host
 //	import      turn a Claude Desktop / .mcp.json / Cursor config into HCL
 //	add         add a server block to the config and reload running hosts
 //	remove      remove a server block and reload running hosts
@@ -111,6 +112,8 @@ func dispatch(cmd string, rest []string, stdio IO) int {
 		return statusCmd(rest, stdio)
 	case "revive", "restart":
 		return controlCmd(cmd, rest, stdio)
+	case "logs":
+		return logsCmd(rest, stdio)
 	case "import":
 		return importCmd(rest, stdio)
 	case "add":
@@ -162,7 +165,10 @@ func unknownCommand(cmd string, stdio IO) int {
 
 func newFlags(name string, stdio IO) (*flag.FlagSet, *string) {
 	fs := newBareFlags(name, stdio)
-	cfg := fs.String("config", defaultConfigFile, "configuration `file`")
+	cfg := fs.String("config", defaultConfigPath(), "configuration `file` (default ./config.hcl, else your user config $XDG_CONFIG_HOME/mcpvisor/config.hcl, ~/.config/mcpvisor/config.hcl by default)")
+	// The default depends on the folder (userconfig.go); the usage says
+	// it in words, the same wherever the help is printed.
+	fs.Lookup("config").DefValue = ""
 	return fs, cfg
 }
 
@@ -183,6 +189,10 @@ func loadConfig(path string, stdio IO) (*config.Config, bool) {
 // and its reloads: a server that reads an unset variable is held, not
 // fatal).
 func loadWith(load func(string) (*config.Config, error), path string, stdio IO) (*config.Config, bool) {
+	if userConfigMissing(path) {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor: %s\n", missingConfig(path))
+		return nil, false
+	}
 	cfg, err := load(path)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor: invalid configuration:\n%s\n", strings.TrimRight(err.Error(), "\n"))

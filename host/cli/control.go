@@ -20,6 +20,13 @@ func controlCmd(action string, args []string, stdio IO) int {
 	if !ok {
 		return ExitUsage
 	}
+	if *addr == "" {
+		paths, code := runningConfigs(action, *path, fs, false, stdio)
+		if paths == nil {
+			return code
+		}
+		*path = paths[0]
+	}
 	ts, code := findTargets(action, *path, *addr, *token, fs, stdio)
 	if ts == nil {
 		return code

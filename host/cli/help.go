@@ -26,7 +26,7 @@ type command struct {
 }
 
 // commandOrder is the order `mcpvisor help` lists the commands in.
-var commandOrder = []string{"run", "validate", "tools", "call", "status", "revive", "restart", "ui", "add", "remove", "import", "client", "login", "logout", "secret", "sandbox", "plugins", "policy", "completion", "version", "help"}
+var commandOrder = []string{"run", "validate", "tools", "call", "status", "logs", "revive", "restart", "ui", "add", "remove", "import", "client", "login", "logout", "secret", "sandbox", "plugins", "policy", "completion", "version", "help"}
 
 // commands describes every command; Run dispatches them.
 var commands = map[string]command{
@@ -65,6 +65,16 @@ var commands = map[string]command{
 			"pid or address and config file. Without one it asks host.listen, and says so when the host\n" +
 			"answering there serves another config.",
 		examples: []string{"mcpvisor status", "mcpvisor status -watch", "mcpvisor status -addr 127.0.0.1:8080 -json"},
+	},
+	"logs": {
+		summary:  "print a server's recent stderr, kept by the running host",
+		synopsis: "mcpvisor logs [-config FILE] [-addr HOST:PORT] [-token TOKEN] [-f] [-n N] [-json] SERVER",
+		args:     "SERVER  the server block's name, as `mcpvisor status` lists it",
+		about: "The running host keeps each server's last 1000 stderr lines (at most 256 KiB) across its\n" +
+			"restarts; lines the stderr rate limits dropped are marked where they were. -f prints new lines\n" +
+			"as they come, through restarts of the server, until Ctrl-C or the host stops. Operators only:\n" +
+			"the CLI sends the local operator credential over the control socket.",
+		examples: []string{"mcpvisor logs github", "mcpvisor logs -f -n 20 github", "mcpvisor logs -json github"},
 	},
 	"revive": {
 		summary:  "ask a parked server to try again now",

@@ -71,6 +71,9 @@ type target struct {
 	client *http.Client
 	// token is sent as the bearer token when set.
 	token string
+	// key is the config key of its control socket (configKey), "" for
+	// a TCP target.
+	key string
 }
 
 // runtimeDir is the directory of the control sockets.
@@ -178,6 +181,12 @@ func listenControl(path string) (net.Listener, error) {
 // is not private to the user (checkRuntimeDir); a socket that is not ours
 // (checkSocket) is left out.
 func runningHosts(path, token string) ([]target, error) {
+	return runningHostsOf(configKey(path), token)
+}
+
+// runningHostsOf is runningHosts for the config key key, or "*" for the
+// hosts of every config.
+func runningHostsOf(key, token string) ([]target, error) {
 	dir := runtimeDir()
 	if err := checkRuntimeDir(dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -185,15 +194,20 @@ func runningHosts(path, token string) ([]target, error) {
 		}
 		return nil, err
 	}
-	socks, _ := filepath.Glob(filepath.Join(dir, configKey(path)+"-*.sock"))
+	socks, _ := filepath.Glob(filepath.Join(dir, key+"-*.sock"))
 	type found struct {
 		pid  int
 		sock string
+		key  string
 	}
 	var alive []found
 	for _, sock := range socks {
 		base := strings.TrimSuffix(filepath.Base(sock), ".sock")
-		pid, err := strconv.Atoi(base[strings.LastIndexByte(base, '-')+1:])
+		dash := strings.LastIndexByte(base, '-')
+		if dash < 0 {
+			continue
+		}
+		pid, err := strconv.Atoi(base[dash+1:])
 		if err != nil {
 			continue
 		}
@@ -204,7 +218,7 @@ func runningHosts(path, token string) ([]target, error) {
 			os.Remove(sock)
 			continue
 		}
-		alive = append(alive, found{pid, sock})
+		alive = append(alive, found{pid, sock, base[:dash]})
 	}
 	sort.Slice(alive, func(i, j int) bool { return alive[i].pid < alive[j].pid })
 	// Over the control socket the CLI proves it is the operator with the
@@ -224,6 +238,7 @@ func runningHosts(path, token string) ([]target, error) {
 			base:   "http://mcpvisor",
 			client: unixClient(f.sock),
 			token:  token,
+			key:    f.key,
 		})
 	}
 	return out, nil

@@ -39,9 +39,20 @@ func statusCmd(args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "mcpvisor status: -interval must be greater than zero")
 		return ExitUsage
 	}
-	ts, code := findTargets("status", *path, *addr, *token, fs, stdio)
-	if ts == nil {
-		return code
+	paths := []string{*path}
+	if *addr == "" {
+		var code int
+		if paths, code = runningConfigs("status", *path, fs, true, stdio); paths == nil {
+			return code
+		}
+	}
+	var ts []target
+	for _, p := range paths {
+		found, code := findTargets("status", p, *addr, *token, fs, stdio)
+		if found == nil {
+			return code
+		}
+		ts = append(ts, found...)
 	}
 	show := func(w io.Writer) int {
 		code := ExitOK
@@ -102,8 +113,11 @@ func newControlFlags(name string, stdio IO) (fs *flag.FlagSet, path, addr, token
 // returns nil and an exit code when there is nothing to talk to.
 func findTargets(cmd, path, addr, token string, fs *flag.FlagSet, stdio IO) ([]target, int) {
 	token = cmp.Or(token, os.Getenv("MCPVISOR_TOKEN"))
-	configSet := false
-	fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
+	configSet := configGiven(fs)
+	if addr == "" && userConfigMissing(path) {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor %s: %s\n", cmd, missingConfig(path))
+		return nil, ExitUsage
+	}
 	var hb *config.Host
 	if _, err := os.Stat(path); err == nil || configSet || addr == "" {
 		h, err := config.LoadHost(path)

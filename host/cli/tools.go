@@ -22,6 +22,11 @@ func toolsCmd(args []string, stdio IO) int {
 	if !parseNoArgs(fs, args, stdio) {
 		return ExitUsage
 	}
+	paths, code := runningConfigs("tools", *path, fs, false, stdio)
+	if paths == nil {
+		return code
+	}
+	*path = paths[0]
 	var tools []host.Tool
 	if t, ok := runningHost(*path, stdio); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)

@@ -25,6 +25,13 @@ func uiCmd(args []string, stdio IO) int {
 	if !parseNoArgs(fs, args, stdio) {
 		return ExitUsage
 	}
+	// From any folder: the config the user's running hosts serve
+	// (userconfig.go).
+	paths, code := runningConfigs("ui", *path, fs, false, stdio)
+	if paths == nil {
+		return code
+	}
+	*path = paths[0]
 	hb, err := config.LoadHost(*path)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor ui: invalid configuration:\n%s\n", err)

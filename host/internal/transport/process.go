@@ -147,6 +147,23 @@ type ProcessConfig struct {
 	StderrTotal *rate.Limiter
 	// LimitHits counts the stderr lines not logged (limit stderr_bytes).
 	LimitHits *bounds.Hits
+	// StderrLog, if set, keeps the stderr lines that pass the limits
+	// above, a mark where some were dropped, and a mark at each start
+	// (Options.StderrLog).
+	StderrLog StderrLog
+}
+
+// StderrLog keeps a server's recent stderr across its processes, for
+// `mcpvisor logs` (host/internal/serverlog.Log). Only one goroutine of a
+// process calls Line and Dropped; Started is called before it begins.
+type StderrLog interface {
+	// Line keeps one stderr line that passed the limits.
+	Line(text string)
+	// Dropped says that lines (bytes of them) were dropped by the limits
+	// since the last kept line.
+	Dropped(lines, bytes int)
+	// Started marks the start of the process pid.
+	Started(pid int)
 }
 
 // Process is a running stdio server in its own process group.
@@ -175,8 +192,9 @@ type Process struct {
 	errBytes   *rate.Limiter // stderr bytes a second, this process's
 	errTotal   *rate.Limiter // stderr bytes a second, every server's; may be nil
 	hits       *bounds.Hits
-	dropped    int // stderr lines not logged since the last logged one
-	droppedB   int // their bytes
+	kept       StderrLog // may be nil
+	dropped    int       // stderr lines not logged since the last logged one
+	droppedB   int       // their bytes
 
 	// tmp is the private temporary directory of a sandboxed server,
 	// removed once its group is gone.
@@ -329,6 +347,7 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		errBytes:   rate.NewLimiter(stderrBytesRate, stderrBytesBurst),
 		errTotal:   cfg.StderrTotal,
 		hits:       cfg.LimitHits,
+		kept:       cfg.StderrLog,
 
 		limits:      limits,
 		onLimitStop: cfg.OnLimitStop,
@@ -346,6 +365,9 @@ func StartProcess(cfg ProcessConfig) (*Process, error) {
 		}
 		logger.Debug("server process limits applied", kv...)
 		go limits.Watch(group.Pgid(), group.Keeper(), p.exited, p.overMemory)
+	}
+	if p.kept != nil {
+		p.kept.Started(cmd.Process.Pid)
 	}
 	stderrDone := make(chan struct{})
 	go p.readStderr(errR, stderrDone)
@@ -391,6 +413,10 @@ func (p *Process) readStderr(r *os.File, done chan<- struct{}) {
 			p.tailMu.Unlock()
 		}
 		if err != nil {
+			if p.kept != nil && p.dropped > 0 {
+				// The last lines were dropped: the kept log says so.
+				p.kept.Dropped(p.dropped, p.droppedB)
+			}
 			return
 		}
 	}
@@ -412,9 +438,15 @@ func (p *Process) logStderr(text string) {
 	if p.dropped > 0 {
 		p.logger.Warn("stderr lines dropped: the server writes faster than the log takes", "dropped", p.dropped, "dropped_bytes", p.droppedB,
 			"stream", "stderr", "lines_per_second", stderrRate, "bytes_per_second", stderrBytesRate)
+		if p.kept != nil {
+			p.kept.Dropped(p.dropped, p.droppedB)
+		}
 		p.dropped, p.droppedB = 0, 0
 	}
 	p.logger.Info(text, "stream", "stderr")
+	if p.kept != nil {
+		p.kept.Line(text)
+	}
 }
 
 // strayLine is told of a line on the server's stdout that is not an MCP

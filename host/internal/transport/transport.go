@@ -83,6 +83,9 @@ type Options struct {
 	StderrTotal *rate.Limiter
 	// LimitHits counts the stderr lines over those bounds.
 	LimitHits *bounds.Hits
+	// StderrLog, if set, keeps a stdio server's stderr lines within those
+	// bounds, for `mcpvisor logs` (ProcessConfig.StderrLog).
+	StderrLog StderrLog
 }
 
 // A LoginWaiter is a Dialer whose credentials come from `mcpvisor login`.
@@ -119,6 +122,7 @@ func NewDialer(srv *config.Server, opts Options) (Dialer, error) {
 			OnLimitStop:    limitStop(srv.Name, opts.LimitStop),
 			StderrTotal:    opts.StderrTotal,
 			LimitHits:      opts.LimitHits,
+			StderrLog:      opts.StderrLog,
 		}}, nil
 	case config.TransportStreamable, config.TransportSSE:
 		hc := opts.HTTPClient
