@@ -53,9 +53,8 @@ const (
 )
 
 // consoleLogSource returns the most recent log lines of a server, oldest
-// first, at most n; the console shows them per server. The host's default
-// shows the server's last error; a per-server log buffer
-// (`mcpvisor logs`) replaces it.
+// first, at most n; the console shows them per server. The host's
+// default is recentLogs.
 type consoleLogSource func(server string, n int) []string
 
 // consoleSummary is the summary bar's counts.
@@ -140,11 +139,22 @@ func toolFields(schema any) (fields []consoleField, raw bool) {
 	return fields, false
 }
 
-// lastErrorLogs is the default consoleLogSource: the server's last error, the
-// one line the host keeps for every server.
-func (h *Host) lastErrorLogs(server string, n int) []string {
+// recentLogs is the default consoleLogSource: the server's kept stderr
+// (the lines `mcpvisor logs` shows), else its last error, the one line
+// the host keeps for a server without stderr (HTTP, plugins).
+func (h *Host) recentLogs(server string, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	if lines, err := h.Logs(server, n); err == nil && len(lines) > 0 {
+		out := make([]string, len(lines))
+		for i, l := range lines {
+			out[i] = l.Time.UTC().Format(time.TimeOnly) + " " + l.Text
+		}
+		return out
+	}
 	for _, st := range h.Status() {
-		if st.Name == server && st.LastError != "" && n > 0 {
+		if st.Name == server && st.LastError != "" {
 			return []string{st.LastErrorAt.UTC().Format(time.TimeOnly) + " " + st.LastError}
 		}
 	}

@@ -306,8 +306,7 @@ func (h *Host) consolePage() consolePage {
 	missing := h.missingSecrets()
 	logs := h.console.logs
 	if logs == nil {
-		// Until a per-server log buffer is wired in: the last error.
-		logs = h.lastErrorLogs
+		logs = h.recentLogs
 	}
 	for _, st := range h.Status() {
 		s := consoleServer{ServerStatus: st, RSS: "-", CPU: "-", Tools: tools[st.Name],
