@@ -136,11 +136,7 @@ func waitCatalogs(t *testing.T, mv *mcpvisor, what string, done func(catalogStat
 
 func (mv *mcpvisor) catalogStatus(t *testing.T) map[string]catalogStatus {
 	t.Helper()
-	hc := newHTTPClient(t, healthzTimeout)
-	resp, err := hc.Get("http://" + mv.addr + "/status")
-	if err != nil {
-		t.Fatalf("GET /status: %v", err)
-	}
+	resp := mv.statusResponse(t)
 	defer resp.Body.Close()
 	var doc struct {
 		Servers []catalogStatus `json:"servers"`

@@ -34,11 +34,7 @@ type failureStatus struct {
 // failureStatus returns server's /status entry.
 func (mv *mcpvisor) failureStatus(t *testing.T, server string) failureStatus {
 	t.Helper()
-	hc := newHTTPClient(t, healthzTimeout)
-	resp, err := hc.Get("http://" + mv.addr + "/status")
-	if err != nil {
-		t.Fatalf("GET /status: %v", err)
-	}
+	resp := mv.statusResponse(t)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /status: %s", resp.Status)

@@ -328,7 +328,9 @@ func (mv *mcpvisor) operatorStatus(t *testing.T) (*http.Response, bool) {
 
 // status returns /status's servers by name, as an operator sees them
 // (operatorStatus), or as any caller does where mv has no control socket.
-func (mv *mcpvisor) status(t *testing.T) map[string]serverStatus {
+// statusResponse is GET /status as the operator (the control socket with
+// the local credential), else, for a host without one, over TCP.
+func (mv *mcpvisor) statusResponse(t *testing.T) *http.Response {
 	t.Helper()
 	resp, ok := mv.operatorStatus(t)
 	if !ok {
@@ -338,6 +340,12 @@ func (mv *mcpvisor) status(t *testing.T) map[string]serverStatus {
 			t.Fatalf("GET /status: %v", err)
 		}
 	}
+	return resp
+}
+
+func (mv *mcpvisor) status(t *testing.T) map[string]serverStatus {
+	t.Helper()
+	resp := mv.statusResponse(t)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /status: %s", resp.Status)
