@@ -265,3 +265,96 @@ func TestNeverStartedServerStartsOnCall(t *testing.T) {
 		t.Errorf("ready again, status still shows the old error: %+v", st)
 	}
 }
+
+// A ready stdio server under SIGSTOP is found by its health ping with no
+// call made at all, and replaced (reason unresponsive); a call afterwards
+// is answered by its successor. Before the health block, a server nobody
+// called stayed ready on a stopped process until a client paid for it.
+func TestHealthPingReplacesStoppedServer(t *testing.T) {
+	srv := stdioServer("watched", echoBin)
+	srv.Health = config.Health{Interval: 2 * time.Second, Timeout: time.Second}
+	log := &restartLog{}
+	h := startObserved(t, srv, nil, log)
+	old := h.waitState(upstream.StateReady, 1).Pid
+	if old <= 0 {
+		t.Fatalf("no pid in status")
+	}
+	if err := syscall.Kill(old, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(old, syscall.SIGKILL) })
+
+	st := h.waitState(upstream.StateReady, 2)
+	if st.Pid == old {
+		t.Fatalf("ready again on the stopped process %d", old)
+	}
+	if reasons, _, _ := log.snapshot(); !slices.Contains(reasons, upstream.RestartUnresponsive) {
+		t.Errorf("restart reasons %v, want %q", reasons, upstream.RestartUnresponsive)
+	}
+	testutil.Eventually(t, 15*time.Second, "the stopped process to be killed", func() bool { return !testutil.Alive(old) })
+	res, err := call(context.Background(), h.sup, "echo", `{"text":"back"}`)
+	if err != nil || text(t, res) != "back" {
+		t.Fatalf("call after the replacement: %v", err)
+	}
+}
+
+// A hung remote server (its process stopped: connections are accepted,
+// requests never answered) is found by the health ping and its session
+// replaced (reason unresponsive) once it answers again; no call was made
+// while it hung.
+func TestHealthPingReplacesHungRemoteSession(t *testing.T) {
+	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
+	srv := httpServer("remote", up.URL)
+	srv.Health = config.Health{Interval: 2 * time.Second, Timeout: time.Second}
+	srv.ConnectTimeout = 2 * time.Second
+	log := &restartLog{}
+	h := startObserved(t, srv, nil, log)
+	h.waitState(upstream.StateReady, 1)
+	pid := up.Cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the hung session to be given up", func() bool {
+		st := h.sup.Status()
+		return st.State != upstream.StateReady && st.State != upstream.StateSuspect
+	})
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(upstream.StateReady, 2)
+	if reasons, _, _ := log.snapshot(); !slices.Contains(reasons, upstream.RestartUnresponsive) {
+		t.Errorf("restart reasons %v, want %q", reasons, upstream.RestartUnresponsive)
+	}
+}
+
+// Status never says ready for a server whose calls time out: after one
+// call reached its timeout unanswered (fewer than unresponsive_after, so
+// the server is not replaced) it is suspect, with the timeout as its last
+// error; once it answers again (SIGCONT) it is ready on the same process,
+// with no last error.
+func TestSuspectWhileCallsTimeOut(t *testing.T) {
+	log := &restartLog{}
+	h := startObserved(t, liveServer(t), nil, log)
+	pid := h.waitState(upstream.StateReady, 1).Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	if _, err := call(context.Background(), h.sup, "echo", `{"text":"stopped"}`); err == nil {
+		t.Fatal("a stopped server answered")
+	}
+	if st := h.sup.Status(); st.State != upstream.StateSuspect || st.LastError == "" {
+		t.Errorf("after a call timed out unanswered: state %s, last error %q; want suspect with the timeout", st.State, st.LastError)
+	}
+	testutil.Eventually(t, 10*time.Second, "the run loop to show it suspect", func() bool {
+		_, states, _ := log.snapshot()
+		return slices.Contains(states, upstream.StateSuspect)
+	})
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	st := h.waitState(upstream.StateReady, 1)
+	if st.Pid != pid || st.Generation != 1 || st.LastError != "" {
+		t.Errorf("answering again: %+v; want ready on pid %d, generation 1, no last error", st, pid)
+	}
+}
