@@ -31,13 +31,18 @@ type failureStatus struct {
 	ExposedTools    int    `json:"exposed_tools"`
 }
 
-// failureStatus returns server's /status entry.
+// failureStatus returns server's /status entry, as an operator sees it
+// (operatorStatus: with its pid), or as any caller does where mv has no
+// control socket.
 func (mv *mcpvisor) failureStatus(t *testing.T, server string) failureStatus {
 	t.Helper()
-	hc := newHTTPClient(t, healthzTimeout)
-	resp, err := hc.Get("http://" + mv.addr + "/status")
-	if err != nil {
-		t.Fatalf("GET /status: %v", err)
+	resp, ok := mv.operatorStatus(t)
+	if !ok {
+		hc := newHTTPClient(t, healthzTimeout)
+		var err error
+		if resp, err = hc.Get("http://" + mv.addr + "/status"); err != nil {
+			t.Fatalf("GET /status: %v", err)
+		}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
