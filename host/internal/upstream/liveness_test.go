@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -288,9 +289,7 @@ func TestHealthPingReplacesStoppedServer(t *testing.T) {
 	if st.Pid == old {
 		t.Fatalf("ready again on the stopped process %d", old)
 	}
-	if reasons, _, _ := log.snapshot(); !slices.Contains(reasons, upstream.RestartUnresponsive) {
-		t.Errorf("restart reasons %v, want %q", reasons, upstream.RestartUnresponsive)
-	}
+	restartedUnresponsive(t, log)
 	testutil.Eventually(t, 15*time.Second, "the stopped process to be killed", func() bool { return !testutil.Alive(old) })
 	res, err := call(context.Background(), h.sup, "echo", `{"text":"back"}`)
 	if err != nil || text(t, res) != "back" {
@@ -322,9 +321,7 @@ func TestHealthPingReplacesHungRemoteSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitState(upstream.StateReady, 2)
-	if reasons, _, _ := log.snapshot(); !slices.Contains(reasons, upstream.RestartUnresponsive) {
-		t.Errorf("restart reasons %v, want %q", reasons, upstream.RestartUnresponsive)
-	}
+	restartedUnresponsive(t, log)
 }
 
 // Status never says ready for a server whose calls time out: after one
@@ -341,7 +338,7 @@ func TestSuspectWhileCallsTimeOut(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
 	if _, err := call(context.Background(), h.sup, "echo", `{"text":"stopped"}`); err == nil {
-		t.Fatal("a stopped server answered")
+		t.Fatalf("a stopped server answered (process state now %q; T is stopped)", procState(pid))
 	}
 	if st := h.sup.Status(); st.State != upstream.StateSuspect || st.LastError == "" {
 		t.Errorf("after a call timed out unanswered: state %s, last error %q; want suspect with the timeout", st.State, st.LastError)
@@ -357,4 +354,67 @@ func TestSuspectWhileCallsTimeOut(t *testing.T) {
 	if st.Pid != pid || st.Generation != 1 || st.LastError != "" {
 		t.Errorf("answering again: %+v; want ready on pid %d, generation 1, no last error", st, pid)
 	}
+}
+
+// The call path covers a remote server too, without a health block: a
+// hung HTTP upstream (its process stopped) whose calls time out
+// unanswered shows as suspect, then its session is given up as
+// unresponsive, and a new one is made once it answers again.
+func TestHungRemoteServerIsReplacedByCalls(t *testing.T) {
+	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
+	srv := httpServer("remote", up.URL)
+	srv.Timeout = 3 * time.Second
+	srv.ConnectTimeout = 2 * time.Second
+	log := &restartLog{}
+	h := startObserved(t, srv, nil, log)
+	h.waitState(upstream.StateReady, 1)
+	pid := up.Cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	var last error
+	for i := 0; i < 2; i++ {
+		_, last = call(context.Background(), h.sup, "echo", `{"text":"hung?"}`)
+		if last == nil {
+			t.Fatal("a stopped remote server answered")
+		}
+		if st := h.sup.Status(); i == 0 && st.State != upstream.StateSuspect {
+			t.Errorf("after a call timed out unanswered: state %s, want suspect", st.State)
+		}
+	}
+	if !strings.Contains(last.Error(), "unresponsive") {
+		t.Errorf("second timed-out call: %v; want it to say the server is being replaced (unresponsive)", last)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(upstream.StateReady, 2)
+	restartedUnresponsive(t, log)
+}
+
+// restartedUnresponsive waits for the observer to be told of a restart
+// with the reason unresponsive: it is told just after the new session
+// shows as ready.
+func restartedUnresponsive(t *testing.T, log *restartLog) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "a restart with the reason unresponsive", func() bool {
+		reasons, _, _ := log.snapshot()
+		return slices.Contains(reasons, upstream.RestartUnresponsive)
+	})
+}
+
+// procState is pid's state letter in /proc (Linux; "" elsewhere or when
+// it is gone), for a failure message: a process some other program sent
+// SIGCONT is not stopped any more.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i > 0 && i+2 < len(s) {
+		return s[i+2 : i+3]
+	}
+	return ""
 }
