@@ -418,3 +418,26 @@ func procState(pid int) string {
 	}
 	return ""
 }
+
+// Health pings do not mistake a busy server for a hung one: while a tool
+// runs longer than several health intervals, the server (which handles
+// requests concurrently, as the go-sdk does) answers the pings, and the
+// call's result arrives from the same process.
+func TestHealthPingSparesABusyServer(t *testing.T) {
+	srv := stdioServer("busy", echoBin)
+	srv.Health = config.Health{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond}
+	log := &restartLog{}
+	h := startObserved(t, srv, nil, log)
+	pid := h.waitState(upstream.StateReady, 1).Pid
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := call(ctx, h.sup, "sleep", `{"ms":7000}`); err != nil {
+		t.Fatalf("a 7 s tool under 2 s health pings: %v", err)
+	}
+	if st := h.sup.Status(); st.Pid != pid || st.Generation != 1 || st.State != upstream.StateReady {
+		t.Errorf("after the slow call: %+v; want ready on pid %d, generation 1", st, pid)
+	}
+	if _, states, _ := log.snapshot(); slices.Contains(states, upstream.StateReconnecting) {
+		t.Errorf("states %v: a busy server was replaced", states)
+	}
+}
