@@ -298,6 +298,19 @@ func (h *Host) limitStopped(server string, err error) {
 	}
 }
 
+// unresponsive records in the audit log that server's session gen (its
+// process pid, 0 for a remote server) stopped answering and is being
+// replaced (the supervisor logs it and restarts the server).
+func (h *Host) unresponsive(server string, pid int, gen uint64, err error) {
+	if h.audit == nil {
+		return
+	}
+	e := audit.Event{Server: server, Event: audit.EventUnresponsive, Pid: pid, Generation: gen}
+	if aerr := h.audit.RecordServerEvent(e, err); aerr != nil {
+		h.logger.Error("audit log write failed", "path", h.audit.Path(), "error", aerr)
+	}
+}
+
 // supervisorFor makes the supervisor of srv, reaching it through d (nil
 // for a server held in needs_config).
 func (h *Host) supervisorFor(srv *config.Server, d transport.Dialer) *upstream.Supervisor {
@@ -327,8 +340,9 @@ func (h *Host) supervisorFor(srv *config.Server, d transport.Dialer) *upstream.S
 			}
 			h.registry.Update(name, cat)
 		},
-		OnStatus: h.onStatus,
-		Observer: obs,
+		OnStatus:       h.onStatus,
+		OnUnresponsive: h.unresponsive,
+		Observer:       obs,
 		OnLog: func(_ string, msg *mcp.LoggingMessageParams) {
 			h.gateway.BroadcastLog(context.Background(), msg)
 		},

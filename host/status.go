@@ -43,6 +43,9 @@ const (
 	// StateIdle is a stdio server stopped after its idle_timeout without
 	// a call: its tools stay listed and the next call starts it.
 	StateIdle = status.Idle
+	// StateSuspect is a ready server whose calls are timing out with no
+	// answer: ready again at its next answer, or replaced as unresponsive.
+	StateSuspect = status.Suspect
 	// StateDisabled is the state Status gives a server block with
 	// enabled = false: validated, never started.
 	StateDisabled = status.Disabled

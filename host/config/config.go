@@ -44,6 +44,14 @@ const (
 	// no answer in between replace a server that no longer answers.
 	DefaultUnresponsiveAfter = 2
 
+	// DefaultHealthTimeout bounds a health ping when the health block sets
+	// only interval (at most half the interval).
+	DefaultHealthTimeout = 5 * time.Second
+
+	// MinHealthInterval is the shortest health interval: pings more often
+	// than that cost the server work and say nothing a call would not.
+	MinHealthInterval = time.Second
+
 	// DefaultBreakerThreshold is the number of consecutive transport
 	// failures that opens a server's circuit breaker.
 	DefaultBreakerThreshold = 3
@@ -330,6 +338,10 @@ type Server struct {
 	// Breaker configures the per-server circuit breaker.
 	Breaker Breaker
 
+	// Health configures a periodic MCP ping of a ready server; the zero
+	// value sends none.
+	Health Health
+
 	// Catalog bounds what the server's list operations may hold.
 	Catalog Catalog
 	// MaxPendingRequests bounds the sampling, elicitation and roots
@@ -546,6 +558,19 @@ type Reconnect struct {
 	// replaced (a remote server's session is replaced), reason
 	// "unresponsive".
 	UnresponsiveAfter int
+}
+
+// Health is the `health { … }` block: a ready server that has answered
+// nothing for Interval is sent an MCP ping; a ping that gets no answer
+// within Timeout (nor anything else from the server meanwhile) makes the
+// server unresponsive: its process is replaced (a remote server's session
+// is), reason "unresponsive" (docs/supervision.md).
+type Health struct {
+	// Interval is how often a ping is due; zero sends none.
+	Interval time.Duration
+	// Timeout bounds one ping; it must be shorter than Interval. Zero
+	// (with Interval set) means DefaultHealthTimeout, at most Interval/2.
+	Timeout time.Duration
 }
 
 // Breaker is the `breaker { … }` block.

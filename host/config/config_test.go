@@ -86,12 +86,17 @@ server "everything" {
     threshold = 1
     cooldown  = "5s"
   }
+  health {
+    interval = "20s"
+    timeout  = "3s"
+  }
 }
 
 server "remote" {
   url       = "https://mcp.example.com/mcp"
   headers   = { Authorization = "Bearer ${env("MCPVISOR_TEST_TOKEN")}" }
   transport = "sse"
+  health { interval = "4s" }
 }
 
 server "over-unix" {
@@ -265,12 +270,16 @@ server "svc" {
 							UnresponsiveAfter: 3,
 						},
 						Breaker:        config.Breaker{Threshold: 1, Cooldown: 5 * time.Second},
+						Health:         config.Health{Interval: 20 * time.Second, Timeout: 3 * time.Second},
 						MaxMessageSize: 4 << 20,
 					},
 					func() *config.Server {
 						s := defaultServer("remote", config.TransportSSE)
 						s.URL = "https://mcp.example.com/mcp"
 						s.Headers = map[string]string{"Authorization": "Bearer s3cret"}
+						// Only an interval: the timeout is the default, at
+						// most half the interval.
+						s.Health = config.Health{Interval: 4 * time.Second, Timeout: 2 * time.Second}
 						return s
 					}(),
 					func() *config.Server {

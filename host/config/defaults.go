@@ -119,6 +119,7 @@ func (c *Config) ApplyDefaults() {
 		if s.Reconnect.UnresponsiveAfter == 0 {
 			s.Reconnect.UnresponsiveAfter = r.UnresponsiveAfter
 		}
+		s.Health.applyDefaults()
 		b := defaultBreaker()
 		if s.Breaker.Threshold == 0 {
 			s.Breaker.Threshold = b.Threshold
@@ -142,4 +143,12 @@ func impliedTransport(s *Server) Transport {
 		return TransportPlugin
 	}
 	return ""
+}
+
+// applyDefaults fills the timeout of a health block that sets only its
+// interval.
+func (h *Health) applyDefaults() {
+	if h.Interval > 0 && h.Timeout == 0 {
+		h.Timeout = min(DefaultHealthTimeout, h.Interval/2)
+	}
 }

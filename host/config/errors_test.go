@@ -302,6 +302,32 @@ server "fs" {
   }
 }
 `, `max_retries in server "fs" is -1; it must be 0 or more`},
+	{"health_timeout_not_shorter", `server "fs" {
+  command = "npx"
+  health {
+    interval = "10s"
+    timeout  = "10s"
+  }
+}
+`, `timeout in the health block of server "fs" is 10s, not shorter than its interval (10s): a ping must end before the next is due. Lower timeout (such as "2.5s") or raise interval.`},
+	{"health_interval_negative", `server "fs" {
+  command = "npx"
+  health { interval = "-5s" }
+}
+`, `interval in the health block of server "fs" is -5s; it must be at least 1s`},
+	{"health_timeout_zero", `server "fs" {
+  command = "npx"
+  health {
+    interval = "30s"
+    timeout  = "0s"
+  }
+}
+`, `timeout in the health block of server "fs" is 0s; it must be greater than zero and shorter than its interval (30s)`},
+	{"health_interval_missing", `server "fs" {
+  command = "npx"
+  health { timeout = "2s" }
+}
+`, `The health block in server "fs" has no interval`},
 	{"max_retries_fraction", `server "fs" {
   command = "npx"
   reconnect {

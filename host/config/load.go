@@ -584,6 +584,21 @@ func (d *decoder) server(rs *serverSchema) *Server {
 		}
 	}
 
+	if rh := rs.Health; rh != nil {
+		r["health"] = rh.DefRange
+		if v, ok := d.duration(rh.Interval, "interval", where); ok {
+			s.Health.Interval = v
+			at("health.interval", rh.Interval)
+		}
+		if v, ok := d.duration(rh.Timeout, "timeout", where); ok {
+			s.Health.Timeout = v
+			at("health.timeout", rh.Timeout)
+		}
+		if _, written := r["health.timeout"]; !written {
+			s.Health.applyDefaults()
+		}
+	}
+
 	if rc := rs.Catalog; rc != nil {
 		for _, f := range []struct {
 			expr hcl.Expression

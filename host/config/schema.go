@@ -148,6 +148,7 @@ type serverSchema struct {
 	Tools     *toolsSchema     `hcl:"tools,block"`
 	Reconnect *reconnectSchema `hcl:"reconnect,block"`
 	Breaker   *breakerSchema   `hcl:"breaker,block"`
+	Health    *healthSchema    `hcl:"health,block"`
 
 	// Catalog bounds what the server's list operations may hold.
 	Catalog *catalogSchema `hcl:"catalog,block"`
@@ -245,6 +246,14 @@ type reconnectSchema struct {
 type breakerSchema struct {
 	Threshold hcl.Expression `hcl:"threshold,optional"`
 	Cooldown  hcl.Expression `hcl:"cooldown,optional"`
+}
+
+// healthSchema is the `health { … }` block inside a server block.
+type healthSchema struct {
+	Interval hcl.Expression `hcl:"interval,optional"`
+	Timeout  hcl.Expression `hcl:"timeout,optional"`
+
+	DefRange hcl.Range `hcl:",def_range"`
 }
 
 // catalogSchema is the `catalog { … }` block inside a server block.

@@ -101,6 +101,7 @@ var homes = map[string]string{
 	"max_retries": "a server's reconnect block", "max_backoff": "a server's reconnect block",
 	"parked_retry": "a server's reconnect block", "healthy_after": "a server's reconnect block", "unresponsive_after": "a server's reconnect block",
 	"threshold": "a server's breaker block", "cooldown": "a server's breaker block",
+	"health": "a server block", "interval": "a server's health block",
 	"sha256": "a server's plugin block", "config": "a server's plugin block",
 	"metrics": "the host block", "max_names_per_server": "the host block's metrics block", "max_names": "the host block's metrics block",
 	"catalog": "a server block", "max_tools": "a server's catalog block", "max_resources": "a server's catalog block",

@@ -420,6 +420,7 @@ func (k *checker) server(s *Server) {
 			"threshold in %s is %d; it must be 1 or more (the number of consecutive failures that opens the breaker).%s", name, s.Breaker.Threshold, k.defaultsHint())
 	}
 	k.positive(s, "breaker.cooldown", name, s.Breaker.Cooldown)
+	k.health(s, name)
 
 	for _, f := range []struct {
 		key string
@@ -600,6 +601,35 @@ func (k *checker) positive(s *Server, key, name string, d time.Duration) {
 	attr := key[strings.LastIndexByte(key, '.')+1:]
 	k.errorf(k.at(s, key), "Invalid "+attr,
 		"%s in %s is %s; it must be greater than zero, such as \"30s\".%s", attr, name, d, k.defaultsHint())
+}
+
+// health checks a server's health block: a ping due every interval, each
+// bounded by a timeout shorter than the interval (else pings would
+// overlap, and a ping still waiting could never be told from the next).
+func (k *checker) health(s *Server, name string) {
+	h := s.Health
+	block := k.written(s, "health")
+	if !block && h == (Health{}) {
+		return
+	}
+	switch {
+	case h.Interval == 0 && !k.written(s, "health.interval"):
+		k.errorf(k.at(s, "health"), "Missing health interval",
+			"The health block in %s has no interval; set it to how often a ping is due, such as interval = \"30s\" (with timeout = \"5s\"), or remove the block.", name)
+		return
+	case h.Interval < MinHealthInterval:
+		k.errorf(k.at(s, "health.interval"), "Invalid health interval",
+			"interval in the health block of %s is %s; it must be at least %s, such as \"30s\".", name, h.Interval, MinHealthInterval)
+		return
+	}
+	switch {
+	case h.Timeout <= 0:
+		k.errorf(k.at(s, "health.timeout"), "Invalid health timeout",
+			"timeout in the health block of %s is %s; it must be greater than zero and shorter than its interval (%s), such as %q, or removed (default %s, at most half the interval).", name, h.Timeout, h.Interval, (h.Interval / 4).String(), DefaultHealthTimeout)
+	case h.Timeout >= h.Interval:
+		k.errorf(k.at(s, "health.timeout"), "Health timeout not shorter than its interval",
+			"timeout in the health block of %s is %s, not shorter than its interval (%s): a ping must end before the next is due. Lower timeout (such as %q) or raise interval.", name, h.Timeout, h.Interval, (h.Interval / 4).String())
+	}
 }
 
 // The bounds of a size setting: below minMessageSize an ordinary

@@ -31,7 +31,9 @@ type failureStatus struct {
 	ExposedTools    int    `json:"exposed_tools"`
 }
 
-// failureStatus returns server's /status entry.
+// failureStatus returns server's /status entry, as an operator sees it
+// (operatorStatus: with its pid), or as any caller does where mv has no
+// control socket.
 func (mv *mcpvisor) failureStatus(t *testing.T, server string) failureStatus {
 	t.Helper()
 	resp := mv.statusResponse(t)

@@ -40,9 +40,12 @@ func TestStoppedServerIsReplacedThroughTheBinary(t *testing.T) {
 			break
 		}
 		failed++
-		if st := mv.failureStatus(t, "stuck"); st.State == "ready" && st.Pid == old && st.LastError == "" && !seenReady {
+		// A failed call here timed out (or met the breaker its timeouts
+		// opened): while the stopped process serves, status must not
+		// say ready, with an error or without (#33: suspect).
+		if st := mv.failureStatus(t, "stuck"); st.State == "ready" && st.Pid == old && !seenReady {
 			seenReady = true
-			t.Errorf("status says ready with no error while calls time out: %+v", st)
+			t.Errorf("status says ready while calls time out: %+v", st)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no call succeeded in 120s after SIGSTOP; %d failed, the last: %v", failed, err)
@@ -89,5 +92,79 @@ func TestNeverStartedServerIsReachedByACall(t *testing.T) {
 	}
 	if st := mv.failureStatus(t, "late"); st.State != "ready" || st.LastError != "" {
 		t.Errorf("ready again, status: %+v; want no last error", st)
+	}
+}
+
+// Issue #33 (the health block): with no call made at all, a stdio server
+// under SIGSTOP and a remote server whose process is stopped (it accepts
+// connections and answers nothing) are found by their health pings. The
+// stdio server's process is replaced and a client's call succeeds again
+// without anyone acting; the remote server gets a new session once it
+// answers again. Each replacement is in the audit log (event
+// unresponsive, with the pid replaced) and in
+// mcpvisor_server_restarts_total{reason="unresponsive"}.
+func TestHealthPingReplacesHungServersThroughTheBinary(t *testing.T) {
+	up := testutil.StartServer(t, bins["echo"], "-http", "127.0.0.1:0")
+	dir := t.TempDir()
+	auditPath := filepath.Join(dir, "audit.jsonl")
+	env := append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"))
+	health := "  health {\n    interval = \"2s\"\n    timeout  = \"1s\"\n  }\n"
+	servers := fmt.Sprintf("server \"stuck\" {\n  command = %s\n%s}\n", hclString(bins["echo"]), health) +
+		fmt.Sprintf("server \"remote\" {\n  url = %s\n  connect_timeout = \"2s\"\n%s}\n", hclString(up.URL), health)
+	mv := startMcpvisorEnv(t, env, fmt.Sprintf("  audit {\n    path = %s\n  }\n", hclString(auditPath)), servers)
+	cs := connectClient(t, mv)
+	waitTool(t, cs, "stuck__echo")
+	waitTool(t, cs, "remote__echo")
+	old := mv.failureStatus(t, "stuck").Pid
+	if old <= 0 {
+		t.Fatalf("no pid in status")
+	}
+	remotePid := up.Cmd.Process.Pid
+	for _, pid := range []int{old, remotePid} {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { syscall.Kill(old, syscall.SIGKILL); syscall.Kill(remotePid, syscall.SIGCONT) })
+
+	// No call: only the health pings can find them.
+	unresponsive := func(server string) map[string]any {
+		for _, r := range auditRecords(t, auditPath) {
+			if r["event"] == "unresponsive" && r["server"] == server {
+				return r
+			}
+		}
+		return nil
+	}
+	testutil.Eventually(t, 60*time.Second, "the stopped stdio server replaced", func() bool {
+		st := mv.failureStatus(t, "stuck")
+		return st.State == "ready" && st.Pid > 0 && st.Pid != old
+	})
+	rec := unresponsive("stuck")
+	if rec == nil {
+		t.Fatalf("no unresponsive event for stuck in the audit log: %v", auditRecords(t, auditPath))
+	}
+	if pid, _ := rec["pid"].(float64); int(pid) != old {
+		t.Errorf("audit event %v names pid %v, want the replaced process %d", rec, rec["pid"], old)
+	}
+	if text, err := callText(cs, "stuck__echo", map[string]any{"text": "back"}, 30*time.Second); err != nil || !strings.Contains(text, "back") {
+		t.Errorf("call after the replacement: %q, %v", text, err)
+	}
+	if st := mv.failureStatus(t, "stuck"); st.LastError != "" {
+		t.Errorf("ready again with a last error: %+v", st)
+	}
+
+	testutil.Eventually(t, 60*time.Second, "the hung remote session given up", func() bool { return unresponsive("remote") != nil })
+	if err := syscall.Kill(remotePid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 60*time.Second, "a call to the remote server answered", func() bool {
+		text, err := callText(cs, "remote__echo", map[string]any{"text": "again"}, 10*time.Second)
+		return err == nil && strings.Contains(text, "again")
+	})
+	for _, server := range []string{"stuck", "remote"} {
+		if v := mv.labeledMetric(t, "mcpvisor_server_restarts_total", `reason="unresponsive"`, `server="`+server+`"`); v < 1 {
+			t.Errorf(`mcpvisor_server_restarts_total{reason="unresponsive",server=%q} = %v, want ≥ 1`, server, v)
+		}
 	}
 }

@@ -26,6 +26,11 @@ const (
 	// (docs/design.md §18.3). Not a failure: its tools stay listed and
 	// the next call starts it.
 	Idle State = "idle"
+	// Suspect: a ready server whose calls are timing out: a call reached
+	// its timeout with no answer from the server since it was sent. It
+	// is ready again at its next answer (a call, a ping), or replaced as
+	// unresponsive (docs/supervision.md, "Liveness").
+	Suspect State = "suspect"
 	// Disabled: a block with enabled = false, validated and never started.
 	Disabled State = "disabled"
 )
@@ -43,7 +48,8 @@ type Server struct {
 	// "needs_login" (an OAuth server whose tokens could not be refreshed),
 	// "needs_config" (its block reads an environment variable that is not
 	// set; it is not started), "idle" (stopped after idle_timeout without
-	// a call; the next call starts it) or "stopped"; "disabled" for a
+	// a call; the next call starts it), "suspect" (ready, but its calls
+	// are timing out with no answer) or "stopped"; "disabled" for a
 	// block with enabled = false.
 	State State `json:"state"`
 	// Since is when the server entered State.

@@ -296,19 +296,36 @@ type Event struct {
 	Replica string `json:"replica,omitempty"`
 	// Server is the server block.
 	Server string `json:"server"`
-	// Event names what happened: EventMemoryLimit.
+	// Event names what happened, the reason of the restart that follows:
+	// EventMemoryLimit, EventUnresponsive.
 	Event string `json:"event"`
+	// Pid is the process stopped (0: not known, or a remote server);
+	// Generation the session it served (0: not known).
+	Pid        int    `json:"pid,omitempty"`
+	Generation uint64 `json:"generation,omitempty"`
 	// Error is the reason, redacted ("memory limit 512MiB exceeded").
 	Error string `json:"error,omitempty"`
 }
 
-// EventMemoryLimit is the event of a server stopped for its memory limit.
-const EventMemoryLimit = "memory_limit"
+// The events of a server.
+const (
+	// EventMemoryLimit: a server stopped for its memory limit.
+	EventMemoryLimit = "memory_limit"
+	// EventUnresponsive: a server replaced because it stopped answering
+	// (docs/supervision.md, "Liveness").
+	EventUnresponsive = "unresponsive"
+)
 
 // RecordEvent writes the line for event of server, with err as its reason
 // (nil: none).
 func (l *Log) RecordEvent(server, event string, err error) error {
-	e := Event{Time: time.Now().UTC(), Replica: l.replica, Server: server, Event: event}
+	return l.RecordServerEvent(Event{Server: server, Event: event}, err)
+}
+
+// RecordServerEvent writes the line of e, with err as its reason (nil:
+// none); its time is now.
+func (l *Log) RecordServerEvent(e Event, err error) error {
+	e.Time, e.Replica = time.Now().UTC(), l.replica
 	if err != nil {
 		e.Error = RedactText(err.Error())
 	}

@@ -35,7 +35,7 @@ const (
 // states and breakerStates are every value the state gauges report, so
 // each server has a full, stable set of series.
 var (
-	states        = []upstream.State{upstream.StateStarting, upstream.StateReady, upstream.StateReconnecting, upstream.StateParked, upstream.StateStopped, upstream.StateNeedsLogin, upstream.StateNeedsConfig, upstream.StateIdle}
+	states        = []upstream.State{upstream.StateStarting, upstream.StateReady, upstream.StateReconnecting, upstream.StateParked, upstream.StateStopped, upstream.StateNeedsLogin, upstream.StateNeedsConfig, upstream.StateIdle, upstream.StateSuspect}
 	breakerStates = []upstream.BreakerState{upstream.BreakerClosed, upstream.BreakerOpen, upstream.BreakerHalfOpen}
 )
 

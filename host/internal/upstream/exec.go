@@ -194,6 +194,7 @@ func (e *executor) unanswered(op string, sess *session, sent time.Time, own, pro
 	n := int(sess.unanswered.Add(1))
 	limit := cmp.Or(e.cfg.Reconnect.UnresponsiveAfter, config.DefaultUnresponsiveAfter)
 	e.life.recordError(fmt.Errorf("%s: no answer within the call timeout (%s), %d in a row", op, e.cfg.Timeout, n))
+	signal(e.in.suspect) // status shows it suspect, not ready (health.go)
 	if !probe && n < limit {
 		return false
 	}
@@ -203,6 +204,7 @@ func (e *executor) unanswered(op string, sess *session, sent time.Time, own, pro
 	defer cancel()
 	if err := sess.cs.Ping(ctx, nil); err == nil {
 		sess.lastAnswer.Store(time.Now().UnixNano())
+		signal(e.in.suspect)
 		return false
 	}
 	e.logger.Warn("server not answering (nor a ping); replacing it", "reason", RestartUnresponsive, "op", op, "timeouts_in_a_row", n, "half_open_probe", probe, "generation", sess.gen)
@@ -230,6 +232,9 @@ func (e *executor) carryOut(op string, sess *session, dec recovery.Decision, err
 		e.budget.breaker.Success()
 		e.proved(sess)
 		sess.lastAnswer.Store(time.Now().UnixNano())
+		if sess.lastUnanswered.Load() != 0 {
+			signal(e.in.suspect) // it answers again after a timeout (health.go)
+		}
 	}
 	if dec.Expired {
 		// The upstream answered that it expired the session: it is

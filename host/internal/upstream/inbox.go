@@ -26,6 +26,7 @@ type inbox struct {
 	relist   chan struct{} // the upstream said a list changed
 	healthy  chan struct{} // a call succeeded: the session is proven
 	start    chan struct{} // a call found the server idle: start it (idle.go)
+	suspect  chan struct{} // a call timed out unanswered, or one was answered after that (health.go)
 	stopCh   chan struct{} // closed to stop the supervisor
 	done     chan struct{} // closed when the run loop has returned
 	stopOnce sync.Once
@@ -41,6 +42,7 @@ func newInbox() inbox {
 		relist:  make(chan struct{}, 1),
 		healthy: make(chan struct{}, 1),
 		start:   make(chan struct{}, 1),
+		suspect: make(chan struct{}, 1),
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
 	}

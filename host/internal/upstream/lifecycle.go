@@ -183,6 +183,13 @@ func (s *Supervisor) run() {
 				continue
 			}
 			why = restartReason(sess, deathErr)
+			if why == RestartUnresponsive && s.opts.OnUnresponsive != nil {
+				pid := 0
+				if p, ok := sess.link.(transport.ProcessLink); ok {
+					pid = p.Pid()
+				}
+				s.opts.OnUnresponsive(s.name, pid, sess.gen, deathErr)
+			}
 			if !s.isStopping() {
 				// Visible at once, even while a stubborn process is still
 				// being stopped.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -263,5 +264,180 @@ func TestNeverStartedServerStartsOnCall(t *testing.T) {
 	}
 	if st := h.sup.Status(); st.State != upstream.StateReady || st.LastError != "" || !st.LastErrorAt.IsZero() {
 		t.Errorf("ready again, status still shows the old error: %+v", st)
+	}
+}
+
+// A ready stdio server under SIGSTOP is found by its health ping with no
+// call made at all, and replaced (reason unresponsive); a call afterwards
+// is answered by its successor. Before the health block, a server nobody
+// called stayed ready on a stopped process until a client paid for it.
+func TestHealthPingReplacesStoppedServer(t *testing.T) {
+	srv := stdioServer("watched", echoBin)
+	srv.Health = config.Health{Interval: 2 * time.Second, Timeout: time.Second}
+	log := &restartLog{}
+	h := startObserved(t, srv, nil, log)
+	old := h.waitState(upstream.StateReady, 1).Pid
+	if old <= 0 {
+		t.Fatalf("no pid in status")
+	}
+	if err := syscall.Kill(old, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(old, syscall.SIGKILL) })
+
+	st := h.waitState(upstream.StateReady, 2)
+	if st.Pid == old {
+		t.Fatalf("ready again on the stopped process %d", old)
+	}
+	restartedUnresponsive(t, log)
+	testutil.Eventually(t, 15*time.Second, "the stopped process to be killed", func() bool { return !testutil.Alive(old) })
+	res, err := call(context.Background(), h.sup, "echo", `{"text":"back"}`)
+	if err != nil || text(t, res) != "back" {
+		t.Fatalf("call after the replacement: %v", err)
+	}
+}
+
+// A hung remote server (its process stopped: connections are accepted,
+// requests never answered) is found by the health ping and its session
+// replaced (reason unresponsive) once it answers again; no call was made
+// while it hung.
+func TestHealthPingReplacesHungRemoteSession(t *testing.T) {
+	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
+	srv := httpServer("remote", up.URL)
+	srv.Health = config.Health{Interval: 2 * time.Second, Timeout: time.Second}
+	srv.ConnectTimeout = 2 * time.Second
+	log := &restartLog{}
+	h := startObserved(t, srv, nil, log)
+	h.waitState(upstream.StateReady, 1)
+	pid := up.Cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the hung session to be given up", func() bool {
+		st := h.sup.Status()
+		return st.State != upstream.StateReady && st.State != upstream.StateSuspect
+	})
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(upstream.StateReady, 2)
+	restartedUnresponsive(t, log)
+}
+
+// Status never says ready for a server whose calls time out: after one
+// call reached its timeout unanswered (fewer than unresponsive_after, so
+// the server is not replaced) it is suspect, with the timeout as its last
+// error; once it answers again (SIGCONT) it is ready on the same process,
+// with no last error.
+func TestSuspectWhileCallsTimeOut(t *testing.T) {
+	log := &restartLog{}
+	h := startObserved(t, liveServer(t), nil, log)
+	pid := h.waitState(upstream.StateReady, 1).Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	if _, err := call(context.Background(), h.sup, "echo", `{"text":"stopped"}`); err == nil {
+		t.Fatalf("a stopped server answered (process state now %q; T is stopped)", procState(pid))
+	}
+	if st := h.sup.Status(); st.State != upstream.StateSuspect || st.LastError == "" {
+		t.Errorf("after a call timed out unanswered: state %s, last error %q; want suspect with the timeout", st.State, st.LastError)
+	}
+	testutil.Eventually(t, 10*time.Second, "the run loop to show it suspect", func() bool {
+		_, states, _ := log.snapshot()
+		return slices.Contains(states, upstream.StateSuspect)
+	})
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	st := h.waitState(upstream.StateReady, 1)
+	if st.Pid != pid || st.Generation != 1 || st.LastError != "" {
+		t.Errorf("answering again: %+v; want ready on pid %d, generation 1, no last error", st, pid)
+	}
+}
+
+// The call path covers a remote server too, without a health block: a
+// hung HTTP upstream (its process stopped) whose calls time out
+// unanswered shows as suspect, then its session is given up as
+// unresponsive, and a new one is made once it answers again.
+func TestHungRemoteServerIsReplacedByCalls(t *testing.T) {
+	up := testutil.StartServer(t, echoBin, "-http", "127.0.0.1:0")
+	srv := httpServer("remote", up.URL)
+	srv.Timeout = 3 * time.Second
+	srv.ConnectTimeout = 2 * time.Second
+	log := &restartLog{}
+	h := startObserved(t, srv, nil, log)
+	h.waitState(upstream.StateReady, 1)
+	pid := up.Cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	var last error
+	for i := 0; i < 2; i++ {
+		_, last = call(context.Background(), h.sup, "echo", `{"text":"hung?"}`)
+		if last == nil {
+			t.Fatal("a stopped remote server answered")
+		}
+		if st := h.sup.Status(); i == 0 && st.State != upstream.StateSuspect {
+			t.Errorf("after a call timed out unanswered: state %s, want suspect", st.State)
+		}
+	}
+	if !strings.Contains(last.Error(), "unresponsive") {
+		t.Errorf("second timed-out call: %v; want it to say the server is being replaced (unresponsive)", last)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(upstream.StateReady, 2)
+	restartedUnresponsive(t, log)
+}
+
+// restartedUnresponsive waits for the observer to be told of a restart
+// with the reason unresponsive: it is told just after the new session
+// shows as ready.
+func restartedUnresponsive(t *testing.T, log *restartLog) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "a restart with the reason unresponsive", func() bool {
+		reasons, _, _ := log.snapshot()
+		return slices.Contains(reasons, upstream.RestartUnresponsive)
+	})
+}
+
+// procState is pid's state letter in /proc (Linux; "" elsewhere or when
+// it is gone), for a failure message: a process some other program sent
+// SIGCONT is not stopped any more.
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i > 0 && i+2 < len(s) {
+		return s[i+2 : i+3]
+	}
+	return ""
+}
+
+// Health pings do not mistake a busy server for a hung one: while a tool
+// runs longer than several health intervals, the server (which handles
+// requests concurrently, as the go-sdk does) answers the pings, and the
+// call's result arrives from the same process.
+func TestHealthPingSparesABusyServer(t *testing.T) {
+	srv := stdioServer("busy", echoBin)
+	srv.Health = config.Health{Interval: 2 * time.Second, Timeout: 1500 * time.Millisecond}
+	log := &restartLog{}
+	h := startObserved(t, srv, nil, log)
+	pid := h.waitState(upstream.StateReady, 1).Pid
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := call(ctx, h.sup, "sleep", `{"ms":7000}`); err != nil {
+		t.Fatalf("a 7 s tool under 2 s health pings: %v", err)
+	}
+	if st := h.sup.Status(); st.Pid != pid || st.Generation != 1 || st.State != upstream.StateReady {
+		t.Errorf("after the slow call: %+v; want ready on pid %d, generation 1", st, pid)
+	}
+	if _, states, _ := log.snapshot(); slices.Contains(states, upstream.StateReconnecting) {
+		t.Errorf("states %v: a busy server was replaced", states)
 	}
 }

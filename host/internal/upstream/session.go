@@ -154,6 +154,14 @@ func (s *session) answeredAt() int64 {
 	return t
 }
 
+// suspected reports whether a call on the session reached its timeout
+// with no answer from the server since (health.go): the server shows as
+// suspect, not ready.
+func (s *session) suspected() bool {
+	last := s.lastUnanswered.Load()
+	return last != 0 && s.answeredAt() < last
+}
+
 // connect makes one attempt: dial, initialize, list. It is bounded by
 // connect_timeout and cut short by stop. cold is set for a start after an
 // idle stop or at max_lifetime (idle.go): the server shows as starting,
@@ -307,6 +315,9 @@ func (s *Supervisor) monitor(sess *session) {
 func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err error) {
 	healthyAfter := time.NewTimer(s.cfg.Reconnect.HealthyAfter)
 	defer healthyAfter.Stop()
+	// Health pings and suspicion (health.go).
+	lv := s.newLiveness(sess)
+	defer lv.stop()
 	// idle_timeout and max_lifetime (idle.go); never fires without them.
 	recycle := s.newRecycleTimer()
 	defer recycle.Stop()
@@ -349,6 +360,16 @@ func (s *Supervisor) serve(sess *session, failures *int) (healthy bool, err erro
 			s.publishCatalog(cat)
 		case <-s.healthy:
 			markHealthy()
+		case <-lv.healthC():
+			lv.healthDue()
+		case r := <-lv.results:
+			if end, err := lv.pinged(r); end {
+				return healthy, err
+			}
+		case <-s.suspect:
+			lv.suspicion()
+		case <-lv.recheckC():
+			lv.suspicion()
 		case <-healthyAfter.C:
 			markHealthy()
 		case <-recycle.C():

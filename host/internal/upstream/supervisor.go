@@ -115,6 +115,7 @@ const (
 	StateNeedsLogin   = status.NeedsLogin
 	StateNeedsConfig  = status.NeedsConfig
 	StateIdle         = status.Idle
+	StateSuspect      = status.Suspect
 )
 
 const (
@@ -187,6 +188,11 @@ type Options struct {
 	OnCatalog func(server string, cat *registry.Catalog)
 	// OnStatus, if set, is called after every state change.
 	OnStatus func(Status)
+	// OnUnresponsive, if set, is called from the supervisor's goroutine
+	// when a session that stopped answering is replaced (health.go),
+	// before its process is stopped: pid is the process replaced (0 for a
+	// remote server), gen the session's generation, err what found it.
+	OnUnresponsive func(server string, pid int, gen uint64, err error)
 	// OnLog receives upstream log messages sent while no downstream call
 	// is in flight (see downstream.go).
 	OnLog func(server string, msg *mcp.LoggingMessageParams)
@@ -347,6 +353,14 @@ func (s *Supervisor) Status() Status {
 		MemoryLimit: s.cfg.Limits.Memory,
 	}
 	s.life.status(&st)
+	if st.State == StateReady {
+		// A call that timed out unanswered has made the session suspect
+		// before the run loop shows it (health.go): status never says
+		// ready for a server whose calls time out.
+		if cur := s.sessions.ready(); cur != nil && cur.suspected() {
+			st.State = StateSuspect
+		}
+	}
 	switch st.State {
 	case StateNeedsLogin:
 		st.Action = s.loginAction()
