@@ -12,8 +12,8 @@
 // bleve's English analyzer (possessives, lower case, stop words, the
 // Snowball stemmer), so "files" finds "file" and "writing" finds "write".
 // A query is the disjunction of a match query per field, each boosted by
-// the field's weight, plus the same query over a small table of synonyms
-// (synonyms.go) with a lower weight: a user says "save" where a tool says
+// the field's weight (Ranking), plus the same query over a small table of
+// synonyms (synonyms.go) with a lower weight: a user says "save" where a tool says
 // "write". The gateway feeds the index from registry changes (Apply), so a
 // tool that is withdrawn (its server parked, a reload dropped it) is gone
 // from search as it is from tools/list, and comes back with its server.
@@ -31,25 +31,34 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/standard"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/search/query"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Field weights of a query: a word in a tool's name says more about what it
-// does than one in its description, and a word that only an argument's
-// description uses says least. Chosen on the tuning half of the benchmark's
-// queries (host/bench/testdata/discovery-queries.json, docs/discovery.md).
-const (
-	weightName        = 3.0
-	weightTitle       = 2.0
-	weightDescription = 1.0
-	weightParams      = 0.5
-	// weightSynonyms scales the query made of the synonyms of the user's
-	// words: a synonym is a guess, never as good as the user's own word.
-	weightSynonyms = 0.4
-)
+// Ranking is how a search weighs what it finds.
+type Ranking struct {
+	// Name, Title, Description and Params weigh a match in each field; zero
+	// leaves the field out of the query.
+	Name, Title, Description, Params float64
+	// Synonyms scales the query made of the synonyms of the user's words
+	// (synonyms.go); zero adds none.
+	Synonyms float64
+	// Stemming analyzes text with bleve's English analyzer (Snowball
+	// stemmer); without it text is only split, lower-cased and stripped of
+	// English stop words (bleve's standard analyzer).
+	Stemming bool
+}
+
+// DefaultRanking is the ranking of search mode. A word in a tool's name
+// says more about what it does than one in its description, and a word
+// only an argument's description uses says least; a synonym is a guess,
+// never as good as the user's own word. The weights were chosen on the
+// tuning half of the benchmark's queries only
+// (host/bench/testdata/discovery-queries.json, docs/discovery.md).
+var DefaultRanking = Ranking{Name: 1.5, Title: 1, Description: 1, Params: 0.25, Synonyms: 0.4, Stemming: true}
 
 // Document field names.
 const (
@@ -75,7 +84,8 @@ const maxSchemaText = 8 << 10
 // Index is the searchable set of exposed tools. Its methods are safe for
 // concurrent use.
 type Index struct {
-	idx bleve.Index
+	idx     bleve.Index
+	ranking Ranking
 
 	mu    sync.RWMutex     // guards tools
 	tools map[string]entry // by exposed name
@@ -99,15 +109,22 @@ type Hit struct {
 // ErrEmptyQuery is returned for a query with no word to search for.
 var ErrEmptyQuery = errors.New("the query has no word to search for")
 
-// NewIndex returns an empty index. Close releases it.
-func NewIndex() (*Index, error) {
+// NewIndex returns an empty index with DefaultRanking. Close releases it.
+func NewIndex() (*Index, error) { return NewIndexWith(DefaultRanking) }
+
+// NewIndexWith returns an empty index that ranks with r. Close releases it.
+func NewIndexWith(r Ranking) (*Index, error) {
+	analyzer := standard.Name
+	if r.Stemming {
+		analyzer = en.AnalyzerName
+	}
 	m := bleve.NewIndexMapping()
 	m.ScoringModel = "bm25"
-	m.DefaultAnalyzer = en.AnalyzerName
+	m.DefaultAnalyzer = analyzer
 	doc := bleve.NewDocumentStaticMapping()
 	for _, f := range []string{fieldName, fieldTitle, fieldDescription, fieldParams} {
 		fm := bleve.NewTextFieldMapping()
-		fm.Analyzer = en.AnalyzerName
+		fm.Analyzer = analyzer
 		fm.Store = false
 		fm.IncludeInAll = false
 		fm.IncludeTermVectors = false
@@ -124,7 +141,7 @@ func NewIndex() (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery: creating the tool index: %w", err)
 	}
-	return &Index{idx: idx, tools: map[string]entry{}}, nil
+	return &Index{idx: idx, ranking: r, tools: map[string]entry{}}, nil
 }
 
 // Close releases the index.
@@ -289,17 +306,24 @@ func (x *Index) Search(ctx context.Context, q Query, visible func(name string) b
 	fields := []struct {
 		name   string
 		weight float64
-	}{{fieldName, weightName}, {fieldTitle, weightTitle}, {fieldDescription, weightDescription}, {fieldParams, weightParams}}
+	}{{fieldName, x.ranking.Name}, {fieldTitle, x.ranking.Title}, {fieldDescription, x.ranking.Description}, {fieldParams, x.ranking.Params}}
+	syn := ""
+	if x.ranking.Synonyms > 0 {
+		syn = expand(text)
+	}
 	var any []query.Query
 	for _, f := range fields {
+		if f.weight <= 0 {
+			continue
+		}
 		mq := bleve.NewMatchQuery(text)
 		mq.SetField(f.name)
 		mq.SetBoost(f.weight)
 		any = append(any, mq)
-		if syn := expand(text); syn != "" {
+		if syn != "" {
 			sq := bleve.NewMatchQuery(syn)
 			sq.SetField(f.name)
-			sq.SetBoost(f.weight * weightSynonyms)
+			sq.SetBoost(f.weight * x.ranking.Synonyms)
 			any = append(any, sq)
 		}
 	}
@@ -316,6 +340,8 @@ func (x *Index) Search(ctx context.Context, q Query, visible func(name string) b
 	// matches (the index is small, one host's tools), then keep the best
 	// limit of those the caller may see.
 	req := bleve.NewSearchRequestOptions(top, len(x.tools)+1, 0, false)
+	// Equal scores are ordered by name, so one query always gets one answer.
+	req.SortBy([]string{"-_score", "_id"})
 	res, err := x.idx.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: searching the tool index: %w", err)

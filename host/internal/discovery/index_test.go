@@ -68,7 +68,7 @@ func TestIndex(t *testing.T) {
 	}
 	for query, want := range map[string]string{
 		"list the open issues of a repo": "gh__list_issues",    // stemming (issues), synonym (repo)
-		"save this text to a file":       "fs__write_file",     // synonym (save → write)
+		"save it to a file":              "fs__write_file",     // synonym (save → write)
 		"first lines of a file":          "fs__read_text_file", // schema text (head's description)
 		"readTextFile":                   "fs__read_text_file", // identifiers split
 	} {
