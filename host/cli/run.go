@@ -266,7 +266,8 @@ func reload(ctx context.Context, h *host.Host, path string, logger hclog.Logger)
 		logger.Error("reload incomplete", "error", err)
 	}
 	logger.Info("configuration reloaded", "added", res.Added, "removed", res.Removed,
-		"restarted", res.Restarted, "unchanged", len(res.Unchanged), "policies_changed", res.PoliciesChanged)
+		"restarted", res.Restarted, "unchanged", len(res.Unchanged), "policies_changed", res.PoliciesChanged,
+		"discovery_changed", res.DiscoveryChanged)
 	if res.HostChanged {
 		logger.Warn("the host block changed; listen, auth and logging apply after a restart")
 	}

@@ -208,6 +208,11 @@ type Host struct {
 	// Console bounds the web console at /ui.
 	Console Console
 
+	// Discovery says whether tools/list shows every tool or the tool
+	// search meta-tools and the pinned tools (docs/discovery.md). A server
+	// block's own Discovery.Mode wins for its tools.
+	Discovery Discovery
+
 	// SessionIdleTimeout closes a downstream HTTP session that has seen no
 	// request for this long (a client that went away without DELETE).
 	// Zero means DefaultSessionIdleTimeout.
@@ -262,6 +267,28 @@ type Host struct {
 	// waits for room within its timeout, or fails as busy. Zero means
 	// DefaultMaxInflightBytes.
 	MaxInflightBytes int64
+}
+
+// Discovery modes (docs/discovery.md).
+const (
+	// DiscoveryList lists every tool in tools/list, as without the block.
+	DiscoveryList = "list"
+	// DiscoverySearch lists the meta-tools mcpvisor__search_tools and
+	// mcpvisor__call_tool, and the pinned tools, instead of every tool.
+	DiscoverySearch = "search"
+)
+
+// Discovery is a `discovery { … }` block, in the host block or in a server
+// block (docs/discovery.md).
+type Discovery struct {
+	// Mode is DiscoveryList or DiscoverySearch. Empty means unset: list for
+	// the host, the host's mode for a server.
+	Mode string
+	// Pin are globs (path.Match syntax) of tools that stay in tools/list in
+	// search mode: in the host block over exposed names ("github__*" keeps
+	// a server's tools listed), in a server block over the upstream's own
+	// tool names.
+	Pin []string
 }
 
 // Audit is the `audit { … }` block inside the host block: a JSON-lines
@@ -331,6 +358,10 @@ type Server struct {
 
 	// Tools filters which upstream tools are exposed.
 	Tools Filter
+
+	// Discovery overrides the host's discovery mode for this server's
+	// tools; its Pin globs name upstream tool names that stay listed.
+	Discovery Discovery
 
 	// Reconnect configures respawn, backoff and parking.
 	Reconnect Reconnect

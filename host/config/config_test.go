@@ -749,3 +749,36 @@ server "paid" {
 		t.Errorf("LoadForRun of a block with another error too: %v; want that error", err)
 	}
 }
+
+// TestDiscoveryBlock: the host's discovery block and a server's override
+// decode into Host.Discovery and Server.Discovery (docs/discovery.md).
+func TestDiscoveryBlock(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+host {
+  discovery {
+    mode = "search"
+    pin  = ["github__*", "fs__read_file"]
+  }
+}
+server "fs" {
+  command = "fs"
+  discovery { mode = "list" }
+}
+server "gh" {
+  command = "gh"
+  discovery { pin = ["list_*"] }
+}
+`), "discovery.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.Host.Discovery; d.Mode != config.DiscoverySearch || !slices.Equal(d.Pin, []string{"github__*", "fs__read_file"}) {
+		t.Errorf("host discovery %+v", d)
+	}
+	if d := cfg.Servers[0].Discovery; d.Mode != config.DiscoveryList || d.Pin != nil {
+		t.Errorf("fs discovery %+v", d)
+	}
+	if d := cfg.Servers[1].Discovery; d.Mode != "" || !slices.Equal(d.Pin, []string{"list_*"}) {
+		t.Errorf("gh discovery %+v", d)
+	}
+}

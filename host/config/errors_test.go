@@ -29,6 +29,15 @@ var errorCases = []struct {
 	{"syntax_error", `server "a" {
   command = "x"
 `, "Unclosed configuration block"},
+	{"discovery_mode_invalid", `host {
+  discovery { mode = "lazy" }
+}
+`, `mode in the discovery block of the host block is "lazy"; use "search"`},
+	{"discovery_pin_bad_glob", `server "gh" {
+  command = "npx"
+  discovery { pin = ["get_[issue"] }
+}
+`, `pin in the discovery block of server "gh" has the pattern "get_[issue"`},
 	{"unknown_top_level_block", `servers "a" {
   command = "x"
 }

@@ -316,6 +316,10 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 			at("metrics.max_names", rm.MaxNames)
 		}
 	}
+	if rd := rh.Discovery; rd != nil {
+		d.src.host["discovery"] = rd.DefRange
+		h.Discovery = d.discovery(rd, at, "discovery.")
+	}
 	if rc := rh.Console; rc != nil {
 		if v, ok := d.integer(rc.MaxStreams, "max_streams"); ok {
 			h.Console.MaxStreams = v
@@ -550,6 +554,10 @@ func (d *decoder) server(rs *serverSchema) *Server {
 		}
 	}
 
+	if rd := rs.Discovery; rd != nil {
+		s.Discovery = d.discovery(rd, at, "discovery.")
+	}
+
 	if rr := rs.Reconnect; rr != nil {
 		if v, ok := d.integer(rr.MaxRetries, "max_retries"); ok {
 			s.Reconnect.MaxRetries = v
@@ -777,4 +785,19 @@ func (d *decoder) oauth(ro *oauthSchema, r map[string]hcl.Range) *OAuth {
 		}
 	}
 	return o
+}
+
+// discovery decodes a discovery block; at records where each attribute
+// was written, under prefix.
+func (d *decoder) discovery(rd *discoverySchema, at func(string, hcl.Expression), prefix string) Discovery {
+	var out Discovery
+	if v, ok := d.str(rd.Mode, "mode"); ok {
+		out.Mode = v
+		at(prefix+"mode", rd.Mode)
+	}
+	if v, ok := d.strList(rd.Pin, "pin"); ok {
+		out.Pin = v
+		at(prefix+"pin", rd.Pin)
+	}
+	return out
 }

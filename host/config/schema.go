@@ -57,6 +57,9 @@ type hostSchema struct {
 	// Console bounds the web console at /ui.
 	Console *consoleSchema `hcl:"console,block"`
 
+	// Discovery turns on tool search (docs/discovery.md).
+	Discovery *discoverySchema `hcl:"discovery,block"`
+
 	DefRange hcl.Range `hcl:",def_range"`
 }
 
@@ -146,6 +149,7 @@ type serverSchema struct {
 	MaxMessageSize hcl.Expression `hcl:"max_message_size,optional"`
 
 	Tools     *toolsSchema     `hcl:"tools,block"`
+	Discovery *discoverySchema `hcl:"discovery,block"`
 	Reconnect *reconnectSchema `hcl:"reconnect,block"`
 	Breaker   *breakerSchema   `hcl:"breaker,block"`
 	Health    *healthSchema    `hcl:"health,block"`
@@ -222,6 +226,15 @@ type oauthSchema struct {
 	IdPTokenEndpoint hcl.Expression `hcl:"idp_token_endpoint,optional"`
 	IdPClientID      hcl.Expression `hcl:"idp_client_id,optional"`
 	IdPClientSecret  hcl.Expression `hcl:"idp_client_secret,optional"`
+
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// discoverySchema is the `discovery { … }` block inside the host block or
+// a server block.
+type discoverySchema struct {
+	Mode hcl.Expression `hcl:"mode,optional"`
+	Pin  hcl.Expression `hcl:"pin,optional"`
 
 	DefRange hcl.Range `hcl:",def_range"`
 }

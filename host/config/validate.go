@@ -176,6 +176,7 @@ func (k *checker) defaultsHint() string {
 }
 
 func (k *checker) host(h *Host) {
+	k.discovery(h.Discovery, k.hostAt("discovery.mode"), k.hostAt("discovery.pin"), "the host block")
 	if !k.unset("log_level", h.LogLevel) && !slices.Contains(logLevels, h.LogLevel) {
 		k.errorf(k.hostAt("log_level"), "Invalid log level",
 			"log_level in the host block is %q; use one of %s.", h.LogLevel, quoteList(logLevels))
@@ -402,6 +403,7 @@ func (k *checker) server(s *Server) {
 
 	k.globs(s, "tools.include", name, s.Tools.Include)
 	k.globs(s, "tools.exclude", name, s.Tools.Exclude)
+	k.discovery(s.Discovery, k.at(s, "discovery.mode"), k.at(s, "discovery.pin"), name)
 
 	if s.Reconnect.MaxRetries < 0 {
 		k.errorf(k.at(s, "reconnect.max_retries"), "Invalid max_retries",
@@ -660,6 +662,20 @@ func (k *checker) globs(s *Server, key, name string, patterns []string) {
 		if _, err := path.Match(p, ""); err != nil {
 			k.errorf(k.at(s, key), "Invalid glob",
 				"%s in the tools block of %s has the pattern %q, which is malformed (%s). Use * and ? wildcards and [a-z] classes, such as \"read_*\".", attr, name, p, err)
+		}
+	}
+}
+
+// discovery checks a discovery block of where (the host block or a server).
+func (k *checker) discovery(d Discovery, modeAt, pinAt *hcl.Range, where string) {
+	if d.Mode != "" && d.Mode != DiscoveryList && d.Mode != DiscoverySearch {
+		k.errorf(modeAt, "Invalid discovery mode",
+			"mode in the discovery block of %s is %q; use \"search\" (tools/list shows mcpvisor__search_tools, mcpvisor__call_tool and the pinned tools) or \"list\" (every tool, the default). See docs/discovery.md.", where, d.Mode)
+	}
+	for _, p := range d.Pin {
+		if _, err := path.Match(p, ""); err != nil {
+			k.errorf(pinAt, "Invalid glob",
+				"pin in the discovery block of %s has the pattern %q, which is malformed (%s). Use * and ? wildcards and [a-z] classes, such as \"github__*\".", where, p, err)
 		}
 	}
 }

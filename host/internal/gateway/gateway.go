@@ -33,6 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpvisor/mcpvisor/host/internal/discovery"
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
@@ -122,6 +123,11 @@ type Options struct {
 	// block.
 	OnVerdict func(ctx context.Context, v *Verdict)
 
+	// Discovery, if set, returns the discovery settings in force (nil:
+	// every tool is listed). Like Policy it is called on every request.
+	// Search needs the index EnableSearch builds (discovery.go).
+	Discovery func() *discovery.Settings
+
 	// RequestContext, if set, derives the context a request over HTTP is
 	// forwarded with from its HTTP headers (the host's tracer takes the
 	// W3C trace context from there).
@@ -165,6 +171,11 @@ type Gateway struct {
 	transports atomic.Int64
 	// stdio are the sessions ServeTransport serves, for Clients.
 	stdio stdioSessions
+
+	// searchMu guards search, the tool index of search mode (nil until
+	// EnableSearch), and orders its updates as Apply makes them.
+	searchMu sync.Mutex
+	search   *discovery.Index
 }
 
 // New creates the gateway and its go-sdk server. The server advertises
@@ -215,6 +226,10 @@ func New(opts Options) *Gateway {
 	// Added last, so it runs first: a call outside the caller's policies
 	// reaches no handler, the dormant tools' included (policy.go).
 	g.server.AddReceivingMiddleware(g.policies)
+	// Outside the policies: tools/list is filtered by them first, and a
+	// mcpvisor__call_tool goes through them as the call it names
+	// (discovery.go).
+	g.server.AddReceivingMiddleware(g.discoveryTools)
 	return g
 }
 
@@ -321,11 +336,18 @@ func (g *Gateway) Apply(ch registry.Changes) {
 	if len(ch.RemoveTemplates) > 0 {
 		g.server.RemoveResourceTemplates(ch.RemoveTemplates...)
 	}
+	var rejected map[string]bool
 	for _, e := range ch.AddTools {
-		g.guard("tool", e.Tool.Name, e.Server, func() {
+		if !g.guard("tool", e.Tool.Name, e.Server, func() {
 			g.server.AddTool(e.Tool, g.toolHandler(e.Server, e.Original))
-		}, func() { g.server.RemoveTools(e.Tool.Name) })
+		}, func() { g.server.RemoveTools(e.Tool.Name) }) {
+			if rejected == nil {
+				rejected = map[string]bool{}
+			}
+			rejected[e.Tool.Name] = true
+		}
 	}
+	g.indexChanges(ch, rejected)
 	for _, e := range ch.AddPrompts {
 		g.guard("prompt", e.Prompt.Name, e.Server, func() {
 			g.server.AddPrompt(e.Prompt, g.promptHandler(e.Server, e.Original))
@@ -344,15 +366,18 @@ func (g *Gateway) Apply(ch registry.Changes) {
 }
 
 // guard runs add, turning a panic from the go-sdk server's validation into
-// a logged error and the withdrawal of the item's older definition.
-func (g *Gateway) guard(kind, name, server string, add, withdraw func()) {
+// a logged error and the withdrawal of the item's older definition. It
+// reports whether the item was added.
+func (g *Gateway) guard(kind, name, server string, add, withdraw func()) (added bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			g.logger.Error("upstream item rejected, not exposed", "kind", kind, "name", name, "server", server, "error", p)
 			withdraw()
+			added = false
 		}
 	}()
 	add()
+	return true
 }
 
 // toolHandler forwards a call to the tool's server under its original
