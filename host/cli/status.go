@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -165,6 +166,12 @@ func servesOtherConfig(t target, path string) string {
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&doc) != nil {
 		return ""
 	}
+	if doc.Config == "" {
+		// Over TCP without a credential the host tells no operator
+		// detail (docs/security.md, "The operator's door"); a host of
+		// this user says which config it serves over its control socket.
+		doc.Config = configServedAt(t.name)
+	}
 	if doc.Config == "" || doc.Config == absPath(path) {
 		return ""
 	}
@@ -175,6 +182,32 @@ func servesOtherConfig(t target, path string) string {
 		}
 	}
 	return doc.Config
+}
+
+// configServedAt is the config file of this user's running host whose
+// HTTP endpoint is at addr ("" when none of them is), asked through the
+// control sockets.
+func configServedAt(addr string) string {
+	ts, err := runningHostsOf("*", "")
+	if err != nil {
+		return ""
+	}
+	for _, t := range ts {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := t.do(ctx, http.MethodGet, "/status")
+		if err != nil {
+			cancel()
+			continue
+		}
+		var doc host.StatusReport
+		ok := resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&doc) == nil
+		resp.Body.Close()
+		cancel()
+		if u, err := url.Parse(doc.HTTP); ok && err == nil && u.Host == addr {
+			return doc.Config
+		}
+	}
+	return ""
 }
 
 // absPath is path made absolute, for comparing and showing config files.
