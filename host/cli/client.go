@@ -130,7 +130,7 @@ func clientCmd(args []string, stdio IO) int {
 		return ExitUsage
 	}
 	fs := newBareFlags("client "+sub, stdio)
-	cfgPath := fs.String("config", defaultConfigFile, "mcpvisor's configuration `file` the client runs (install)")
+	cfgPath := fs.String("config", defaultConfigPath(), "mcpvisor's configuration `file` the client runs (install; default ./config.hcl, else your user config)")
 	name := fs.String("name", "mcpvisor", "the entry's `name` in the client's config")
 	project := fs.String("project", "", "write the project `dir`'s file (claude-code: .mcp.json, cursor: .cursor/mcp.json, vscode: .vscode/mcp.json) instead of the user's")
 	file := fs.String("file", "", "write this `file` instead of the client's usual one")
