@@ -22,10 +22,12 @@ import (
 // double-forked daemon instead of the server: "1" starts stage 2 in a new
 // session and exits; "2" writes its pid to the file daemonPidEnv names
 // and sleeps for ever, reparented to init, in no process group of the
-// server's.
+// server's. Its own variable, not daemon_unix.go's daemonStage: both
+// init functions read theirs, and the first one to match would run the
+// wrong daemon (daemon_unix.go's stage 2 wants the pidfile in os.Args).
 const (
-	daemonEnv    = "HOSTILE_DAEMON_STAGE"
-	daemonPidEnv = "HOSTILE_DAEMON_PIDFILE"
+	daemonEnv    = "HOSTILE_SETSID_DAEMON_STAGE"
+	daemonPidEnv = "HOSTILE_SETSID_DAEMON_PIDFILE"
 )
 
 var (
