@@ -48,9 +48,11 @@ func testViewEscapes(t *testing.T, asNobody bool) {
 	for _, d := range []string{filepath.Dir(read), read, agentDir} {
 		os.Chmod(d, 0o755)
 	}
-	if err := os.Chown(write, nobodyUID, nobodyGID); err != nil {
-		t.Fatal(err)
-	}
+	// The write folder is the server's user's (0700): as nobody, nobody's;
+	// as root, root's. A sandboxed server holds no capability, so root's
+	// server cannot write a folder of nobody's (docs/sandbox.md
+	// "Capabilities and the server's user").
+	ownWriteFolder(t, write, asNobody)
 	agent := listenUnixCounting(t, filepath.Join(agentDir, "agent.sock"))
 
 	const secret = "sibling-secret-4f1c2a"
@@ -173,6 +175,18 @@ server "wide" {
 	}
 }
 
+// ownWriteFolder gives dir to nobody for a host run as nobody; as root it
+// stays root's.
+func ownWriteFolder(t *testing.T, dir string, asNobody bool) {
+	t.Helper()
+	if !asNobody {
+		return
+	}
+	if err := os.Chown(dir, nobodyUID, nobodyGID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // controlSocket is mcpvisor pid's control socket, found where
 // host/cli/instances.go puts it; "" when there is none yet.
 func controlSocket(runtimeDir string, pid int) string {
@@ -238,9 +252,7 @@ func TestViewDaemonDies(t *testing.T) {
 func testViewDaemonDies(t *testing.T, asNobody bool) {
 	write := t.TempDir()
 	os.Chmod(filepath.Dir(write), 0o755)
-	if err := os.Chown(write, nobodyUID, nobodyGID); err != nil {
-		t.Fatal(err)
-	}
+	ownWriteFolder(t, write, asNobody)
 	hostile := hclString(bins["hostile"])
 	servers := `server "boxed" {
   command = ` + hostile + `
