@@ -275,10 +275,17 @@ server "idler" {
   }
 }
 `
+	// The CLI runs as the host's user, in its environment, so it finds
+	// the host's control socket and operator credential.
+	var cliCred *syscall.Credential
+	var cliEnv []string
 	start := func() (*mcpvisor, *mcp.ClientSession) {
 		var mv *mcpvisor
 		if asNobody {
-			mv, _ = startMcpvisorAsUser(t, "", servers)
+			var home string
+			mv, home = startMcpvisorAsUser(t, "", servers)
+			cliCred = &syscall.Credential{Uid: nobodyUID, Gid: nobodyGID}
+			cliEnv = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_RUNTIME_DIR=" + filepath.Join(home, "run")}
 		} else {
 			mv = startMcpvisor(t, servers)
 		}
@@ -309,7 +316,7 @@ server "idler" {
 
 	// A restart.
 	pid := daemon("boxed", "restart.pid")
-	if code, stdout, stderr := runCLI(t, "restart", "-config", mv.config, "boxed"); code != 0 {
+	if code, stdout, stderr := runCLIAs(t, cliCred, cliEnv, "restart", "-config", mv.config, "boxed"); code != 0 {
 		t.Fatalf("mcpvisor restart boxed: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	gone(pid, "a restart")
