@@ -59,7 +59,9 @@ func TestMemoryHogRestartedAtItsLimit(t *testing.T) {
 		!regexp.MustCompile(`(?m)^mcpvisor_server_cpu_seconds_total\{.*server="echo"\} `).MatchString(m) {
 		t.Fatalf("/metrics has no memory or CPU series of the servers:\n%s", m)
 	}
-	code, out, errOut := runCLI(t, "status", "-config", mv.config)
+	// In mcpvisor's environment (its TMPDIR), where the CLI finds the
+	// control socket and reads the status as the operator.
+	code, out, errOut := runCLIAs(t, nil, env, "status", "-config", mv.config)
 	if code != 0 || !strings.Contains(out, "RSS") || !strings.Contains(out, "/64MiB") {
 		t.Fatalf("mcpvisor status: exit %d, want the RSS column with hog's limit:\n%s%s", code, out, errOut)
 	}
