@@ -99,10 +99,12 @@ func TestMemoryHogRestartedAtItsLimit(t *testing.T) {
 		t.Fatal("allocating 256MiB under a 64MiB limit succeeded")
 	}
 	t.Logf("the hog's call: %v", err)
-	testutil.Eventually(t, readyTimeout, "hog restarted with its memory limit as the reason", func() bool {
+	// Ready again, its last error is cleared (docs/supervision.md): the
+	// reason is in the restart metric, the log and the audit log below,
+	// and in status while it is down (TestOverLimitAtEveryStartParks).
+	testutil.Eventually(t, readyTimeout, "hog restarted", func() bool {
 		st := mv.status(t)["hog"]
-		return st.State == "ready" && st.Generation > hog.Generation && st.Pid != hog.Pid &&
-			strings.Contains(st.LastError, "memory limit 64MiB exceeded")
+		return st.State == "ready" && st.Generation > hog.Generation && st.Pid != hog.Pid
 	})
 	// The restart is counted with its reason (docs/operations.md).
 	if v := mv.labeledMetric(t, "mcpvisor_server_restarts_total", `server="hog"`, `reason="memory_limit"`); v != 1 {
