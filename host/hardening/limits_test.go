@@ -59,7 +59,9 @@ func TestMemoryHogRestartedAtItsLimit(t *testing.T) {
 		!regexp.MustCompile(`(?m)^mcpvisor_server_cpu_seconds_total\{.*server="echo"\} `).MatchString(m) {
 		t.Fatalf("/metrics has no memory or CPU series of the servers:\n%s", m)
 	}
-	code, out, errOut := runCLI(t, "status", "-config", mv.config)
+	// In mcpvisor's environment (its TMPDIR), where the CLI finds the
+	// control socket and reads the status as the operator.
+	code, out, errOut := runCLIAs(t, nil, env, "status", "-config", mv.config)
 	if code != 0 || !strings.Contains(out, "RSS") || !strings.Contains(out, "/64MiB") {
 		t.Fatalf("mcpvisor status: exit %d, want the RSS column with hog's limit:\n%s%s", code, out, errOut)
 	}
@@ -97,10 +99,12 @@ func TestMemoryHogRestartedAtItsLimit(t *testing.T) {
 		t.Fatal("allocating 256MiB under a 64MiB limit succeeded")
 	}
 	t.Logf("the hog's call: %v", err)
-	testutil.Eventually(t, readyTimeout, "hog restarted with its memory limit as the reason", func() bool {
+	// Ready again, its last error is cleared (docs/supervision.md): the
+	// reason is in the restart metric, the log and the audit log below,
+	// and in status while it is down (TestOverLimitAtEveryStartParks).
+	testutil.Eventually(t, readyTimeout, "hog restarted", func() bool {
 		st := mv.status(t)["hog"]
-		return st.State == "ready" && st.Generation > hog.Generation && st.Pid != hog.Pid &&
-			strings.Contains(st.LastError, "memory limit 64MiB exceeded")
+		return st.State == "ready" && st.Generation > hog.Generation && st.Pid != hog.Pid
 	})
 	// The restart is counted with its reason (docs/operations.md).
 	if v := mv.labeledMetric(t, "mcpvisor_server_restarts_total", `server="hog"`, `reason="memory_limit"`); v != 1 {

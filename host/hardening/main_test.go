@@ -297,15 +297,28 @@ type serverStatus struct {
 // generations, sandboxes). ok is false when mv serves no control socket.
 func (mv *mcpvisor) operatorStatus(t *testing.T) (*http.Response, bool) {
 	t.Helper()
-	runtimeDir := filepath.Join(os.TempDir(), fmt.Sprintf("mcpvisor-%d", os.Getuid()))
+	// Where host/cli/instances.go puts it: $XDG_RUNTIME_DIR/mcpvisor,
+	// else $TMPDIR/mcpvisor-UID, in mv's environment and as mv's user.
+	uid := os.Getuid()
+	if c := mv.cmd.SysProcAttr.Credential; c != nil {
+		uid = int(c.Uid)
+	}
 	env := mv.cmd.Env
 	if env == nil {
 		env = os.Environ()
 	}
+	tmp, xdg := "/tmp", ""
 	for _, kv := range env {
 		if x, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok && x != "" {
-			runtimeDir = filepath.Join(x, "mcpvisor")
+			xdg = x
 		}
+		if x, ok := strings.CutPrefix(kv, "TMPDIR="); ok && x != "" {
+			tmp = x
+		}
+	}
+	runtimeDir := filepath.Join(tmp, fmt.Sprintf("mcpvisor-%d", uid))
+	if xdg != "" {
+		runtimeDir = filepath.Join(xdg, "mcpvisor")
 	}
 	socks, _ := filepath.Glob(filepath.Join(runtimeDir, fmt.Sprintf("*-%d.sock", mv.pid)))
 	token, err := os.ReadFile(filepath.Join(runtimeDir, "operator-token"))

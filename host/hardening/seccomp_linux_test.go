@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -151,11 +152,14 @@ server "agent" {
 			t.Errorf("%s %s %s: want it to work (a control); got %s", server, name, arg, got)
 		}
 	}
-	refused := func(server, name, arg, want string) {
+	// refused wants the probe refused with one of wants in the error.
+	refused := func(server, name, arg string, wants ...string) {
 		t.Helper()
-		if got := call(server, name, arg); !strings.HasPrefix(got, "refused: ") || !strings.Contains(got, want) {
-			t.Errorf("%s %s %s: want refused with %q; got %s", server, name, arg, want, got)
+		got := call(server, name, arg)
+		if strings.HasPrefix(got, "refused: ") && slices.ContainsFunc(wants, func(w string) bool { return strings.Contains(got, w) }) {
+			return
 		}
+		t.Errorf("%s %s %s: want refused with %q; got %s", server, name, arg, strings.Join(wants, `" or "`), got)
 	}
 
 	// A Unix socket outside: reached unsandboxed and with connect_unix,
@@ -201,11 +205,13 @@ server "agent" {
 		t.Error("a device node was left in the write folder")
 	}
 	// Another process's environment (mcpvisor's own, with its secrets):
-	// readable unsandboxed by the same user, refused in the sandbox
-	// (Landlock's ptrace scoping; ptrace itself is filtered).
+	// readable unsandboxed by the same user, refused in the sandbox. The
+	// server's pid namespace has no such pid (ENOENT, docs/sandbox.md
+	// "What the server sees"); without the view, Landlock's ptrace
+	// scoping refuses it (EACCES; ptrace itself is filtered).
 	environ := fmt.Sprintf("/proc/%d/environ", mv.pid)
 	escaped("free", "read-file", environ)
-	refused("boxed", "read-file", environ, "permission denied")
+	refused("boxed", "read-file", environ, "no such file or directory", "permission denied")
 
 	// The write folder is still writable: the sandbox refused the device,
 	// not the folder.

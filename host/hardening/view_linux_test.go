@@ -48,9 +48,11 @@ func testViewEscapes(t *testing.T, asNobody bool) {
 	for _, d := range []string{filepath.Dir(read), read, agentDir} {
 		os.Chmod(d, 0o755)
 	}
-	if err := os.Chown(write, nobodyUID, nobodyGID); err != nil {
-		t.Fatal(err)
-	}
+	// The write folder is the server's user's (0700): as nobody, nobody's;
+	// as root, root's. A sandboxed server holds no capability, so root's
+	// server cannot write a folder of nobody's (docs/sandbox.md
+	// "Capabilities and the server's user").
+	ownWriteFolder(t, write, asNobody)
 	agent := listenUnixCounting(t, filepath.Join(agentDir, "agent.sock"))
 
 	const secret = "sibling-secret-4f1c2a"
@@ -173,6 +175,18 @@ server "wide" {
 	}
 }
 
+// ownWriteFolder gives dir to nobody for a host run as nobody; as root it
+// stays root's.
+func ownWriteFolder(t *testing.T, dir string, asNobody bool) {
+	t.Helper()
+	if !asNobody {
+		return
+	}
+	if err := os.Chown(dir, nobodyUID, nobodyGID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // controlSocket is mcpvisor pid's control socket, found where
 // host/cli/instances.go puts it; "" when there is none yet.
 func controlSocket(runtimeDir string, pid int) string {
@@ -238,9 +252,7 @@ func TestViewDaemonDies(t *testing.T) {
 func testViewDaemonDies(t *testing.T, asNobody bool) {
 	write := t.TempDir()
 	os.Chmod(filepath.Dir(write), 0o755)
-	if err := os.Chown(write, nobodyUID, nobodyGID); err != nil {
-		t.Fatal(err)
-	}
+	ownWriteFolder(t, write, asNobody)
 	hostile := hclString(bins["hostile"])
 	servers := `server "boxed" {
   command = ` + hostile + `
@@ -263,10 +275,17 @@ server "idler" {
   }
 }
 `
+	// The CLI runs as the host's user, in its environment, so it finds
+	// the host's control socket and operator credential.
+	var cliCred *syscall.Credential
+	var cliEnv []string
 	start := func() (*mcpvisor, *mcp.ClientSession) {
 		var mv *mcpvisor
 		if asNobody {
-			mv, _ = startMcpvisorAsUser(t, "", servers)
+			var home string
+			mv, home = startMcpvisorAsUser(t, "", servers)
+			cliCred = &syscall.Credential{Uid: nobodyUID, Gid: nobodyGID}
+			cliEnv = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_RUNTIME_DIR=" + filepath.Join(home, "run")}
 		} else {
 			mv = startMcpvisor(t, servers)
 		}
@@ -297,7 +316,7 @@ server "idler" {
 
 	// A restart.
 	pid := daemon("boxed", "restart.pid")
-	if code, stdout, stderr := runCLI(t, "restart", "-config", mv.config, "boxed"); code != 0 {
+	if code, stdout, stderr := runCLIAs(t, cliCred, cliEnv, "restart", "-config", mv.config, "boxed"); code != 0 {
 		t.Fatalf("mcpvisor restart boxed: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	gone(pid, "a restart")

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -22,15 +23,19 @@ import (
 // double-forked daemon instead of the server: "1" starts stage 2 in a new
 // session and exits; "2" writes its pid to the file daemonPidEnv names
 // and sleeps for ever, reparented to init, in no process group of the
-// server's.
+// server's. Its own variable, not daemon_unix.go's daemonStage: both
+// init functions read theirs, and the first one to match would run the
+// wrong daemon (daemon_unix.go's stage 2 wants the pidfile in os.Args).
 const (
-	daemonEnv    = "HOSTILE_DAEMON_STAGE"
-	daemonPidEnv = "HOSTILE_DAEMON_PIDFILE"
+	daemonEnv    = "HOSTILE_SETSID_DAEMON_STAGE"
+	daemonPidEnv = "HOSTILE_SETSID_DAEMON_PIDFILE"
 )
 
 var (
 	heldMu sync.Mutex
 	held   []int // memfds kept open, so their memory stays
+	// children are the fork probe's sleeping children, never waited for.
+	children []*exec.Cmd
 )
 
 func init() {
@@ -80,18 +85,26 @@ func init() {
 		return fmt.Sprintf("holding %d MiB in a memfd", n), nil
 	})
 	// fork ARG: starts ARG sleeping children (kept) and says how many it
-	// started; the first failure is the refusal.
+	// started; the first failure is the refusal. The children are not
+	// waited for: a goroutine blocked in Wait holds an OS thread, which
+	// counts against limits.processes like a child, and the Go runtime
+	// dies (throw "newosproc", not an error a probe can report) when it
+	// cannot create a thread it needs. They sleep until the server's stop
+	// kills them.
 	register("fork", func(_ context.Context, arg string) (string, error) {
 		n, err := strconv.Atoi(arg)
 		if err != nil || n <= 0 {
 			return "", fmt.Errorf("fork wants a count, got %q", arg)
 		}
+		spareThreads(2)
 		for i := 0; i < n; i++ {
 			cmd := exec.Command("/bin/sleep", "3600")
 			if err := cmd.Start(); err != nil {
 				return "", fmt.Errorf("started %d: %w", i, err)
 			}
-			go cmd.Wait()
+			heldMu.Lock()
+			children = append(children, cmd)
+			heldMu.Unlock()
 		}
 		return fmt.Sprintf("started %d", n), nil
 	})
@@ -115,4 +128,34 @@ func init() {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// spareThreads makes the Go runtime create n OS threads now, which it
+// keeps idle for later: once the fork probe has filled limits.processes
+// (threads count against it like processes), a runtime that needs a new
+// thread (each fork blocks its thread in a read of the child's exec
+// status, and the scheduler may hand the rest to another) cannot create
+// one and aborts the whole server (pthread_create failed), where the
+// probe must report the refused fork instead. Two are enough (no crash
+// in 40 runs under a pids limit of 16, against 7 in 30 without), and few
+// enough to leave a server under processes = 16 room for its children.
+// Each goroutine locks a thread of its own while all wait; unlocked, the
+// threads go back to the runtime's idle list.
+func spareThreads(n int) {
+	var ready, done sync.WaitGroup
+	release := make(chan struct{})
+	for range n {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			runtime.LockOSThread()
+			ready.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	close(release)
+	done.Wait()
 }
