@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -212,12 +213,19 @@ func testModePlugin(t testing.TB, name, mode string) *config.Server {
 // backoff (0: the default). The caller stops it.
 func supervise(t testing.TB, srv *config.Server, backoff time.Duration) *upstream.Supervisor {
 	t.Helper()
+	return superviseObserved(t, srv, backoff, nil)
+}
+
+// superviseObserved is supervise with onStatus called on every status
+// change (upstream.Options.OnStatus).
+func superviseObserved(t testing.TB, srv *config.Server, backoff time.Duration, onStatus func(upstream.Status)) *upstream.Supervisor {
+	t.Helper()
 	logger := testLogger(t)
 	d, err := plugin.NewDialer(srv, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger, BackoffBase: backoff})
+	sup := upstream.New(srv, upstream.Options{Dialer: d, Logger: logger, BackoffBase: backoff, OnStatus: onStatus})
 	sup.Start()
 	return sup
 }
@@ -313,7 +321,15 @@ func TestSupervisedPluginRespawns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := tc.srv(t)
 			srv.Plugin.SHA256 = sha256Of(t, srv.Plugin.Command)
-			sup := supervise(t, srv, 50*time.Millisecond)
+			var errMu sync.Mutex
+			var lastErrors []string // every last error a status change showed
+			sup := superviseObserved(t, srv, 50*time.Millisecond, func(st upstream.Status) {
+				if st.LastError != "" {
+					errMu.Lock()
+					lastErrors = append(lastErrors, st.LastError)
+					errMu.Unlock()
+				}
+			})
 			stopped := false
 			defer func() {
 				if !stopped {
@@ -385,11 +401,19 @@ func TestSupervisedPluginRespawns(t *testing.T) {
 			t.Logf("calls: %d ok, %d failed around the kill: %v", ok.Load(), failed.Load(), firstErrs)
 
 			// The supervisor records whichever it saw first: the plugin's
-			// exit (from Link.Done) or a call's report of the broken session.
-			st = sup.Status()
-			t.Logf("last error: %s", st.LastError)
-			if st.LastError == "" {
+			// exit (from Link.Done) or a call's report of the broken session;
+			// once the plugin is ready again the last error is cleared
+			// (docs/supervision.md), so it is looked for in the status
+			// changes between the kill and the respawn.
+			errMu.Lock()
+			seen := slices.Clone(lastErrors)
+			errMu.Unlock()
+			t.Logf("last errors: %q", seen)
+			if len(seen) == 0 {
 				t.Errorf("no last error recorded for the kill")
+			}
+			if st = sup.Status(); st.LastError != "" {
+				t.Errorf("ready again with last error %q; want it cleared", st.LastError)
 			}
 			if !processGone(pid1) {
 				t.Errorf("killed plugin %d not reaped", pid1)
