@@ -147,7 +147,7 @@ func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id json
 		ctx = identity.NewContext(ctx, e.Local()) // for the audit line
 	}
 	if err == nil {
-		res, err = c.t.g.backend.Forward(ctx, ss, target.server, target.tool, target.params)
+		res, err = c.t.g.backend.Forward(ctx, ss, target.server, "tools/call", target.tool, target.params)
 	}
 	if err == nil {
 		if w, ok := c.Connection.(resultWriter); ok {
