@@ -193,6 +193,17 @@ type callTarget struct {
 // case-insensitively (Go's encoding/json) could run a tool other than the
 // one the registry allowed.
 func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
+	return g.forwardTargetOf("tools/call", params)
+}
+
+// forwardTargetOf is forwardTarget for method: tools/call, prompts/get
+// (named by "name", renamed to the original) or resources/read (named by
+// "uri", never renamed).
+func (g *Gateway) forwardTargetOf(method string, params json.RawMessage) (callTarget, bool) {
+	nameKey := "name"
+	if method == "resources/read" {
+		nameKey = "uri"
+	}
 	if wire.NestedDeeper(params, wire.MaxNesting) {
 		return callTarget{}, false
 	}
@@ -200,14 +211,14 @@ func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
 	ambiguous := false
 	if !wire.Members(params, func(key []byte, start, end int) bool {
 		switch string(key) {
-		case "name":
+		case nameKey:
 			ambiguous = ambiguous || nameAt[0] >= 0
 			nameAt = [2]int{start, end}
 		case "_meta":
 			ambiguous = ambiguous || metaAt[0] >= 0
 			metaAt = [2]int{start, end}
 		default:
-			ambiguous = ambiguous || bytes.EqualFold(key, []byte("name")) || bytes.EqualFold(key, []byte("_meta"))
+			ambiguous = ambiguous || bytes.EqualFold(key, []byte(nameKey)) || bytes.EqualFold(key, []byte("_meta"))
 		}
 		return !ambiguous
 	}) || ambiguous {
@@ -230,19 +241,38 @@ func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
 			return callTarget{}, false
 		}
 	}
-	e, ok := g.registry.LookupTool(name)
-	if !ok {
+	var server, original string
+	switch method {
+	case "tools/call":
+		e, ok := g.registry.LookupTool(name)
+		if !ok {
+			return callTarget{}, false
+		}
+		server, original = e.Server, e.Original
+	case "prompts/get":
+		e, ok := g.lookupPrompt(name)
+		if !ok {
+			return callTarget{}, false
+		}
+		server, original = e.Server, e.Original
+	case "resources/read":
+		s, ok := g.lookupResource(name)
+		if !ok {
+			return callTarget{}, false
+		}
+		server, original = s, name
+	default:
 		return callTarget{}, false
 	}
-	if e.Original != name {
+	if original != name {
 		// Splice the original name in place of the exposed one.
-		q := wire.Quote(e.Original)
+		q := wire.Quote(original)
 		p := make(json.RawMessage, 0, len(params)-(nameAt[1]-nameAt[0])+len(q))
 		p = append(p, params[:nameAt[0]]...)
 		p = append(p, q...)
 		params = append(p, params[nameAt[1]:]...)
 	}
-	return callTarget{server: e.Server, tool: e.Original, exposed: name, params: params}, true
+	return callTarget{server: server, tool: original, exposed: name, params: params}, true
 }
 
 // cancel ends the forwarded call a notifications/cancelled names, if any.
@@ -281,5 +311,6 @@ func idKey(id jsonrpc.ID) string {
 	return string(wire.AppendID(nil, id))
 }
 
-// Forwarded is how many tools/call requests skipped the SDK server.
+// Forwarded is how many calls skipped the SDK server: tools/call on stdio,
+// and the calls of HTTP sessions answered as bytes (httpforward.go).
 func (g *Gateway) Forwarded() uint64 { return g.forwarded.Load() }

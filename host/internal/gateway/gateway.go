@@ -149,7 +149,8 @@ type Gateway struct {
 
 	httpOnce    sync.Once
 	httpHandler http.Handler
-	answers     answers // the POSTs being served (http.go)
+	answers     answers   // the POSTs being served (http.go)
+	httpCalls   httpCalls // the calls answered as bytes over HTTP (httpforward.go)
 
 	// subMu guards subs and sessionSubs and serialises the upstream
 	// subscribe and unsubscribe calls, so a URI is subscribed upstream

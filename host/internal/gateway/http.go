@@ -34,7 +34,7 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			Logger:         logger,
 			SessionTimeout: g.opts.SessionTimeout,
 		}))
-		tracked := g.trackSessions(stateful)
+		tracked := g.trackSessions(g.answerBytes(stateful))
 		// A 2026-07-28 request is its POST: when the client goes away the
 		// request is over, and the upstream call made for it is cancelled
 		// (a notifications/cancelled would reach no session).

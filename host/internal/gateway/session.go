@@ -143,6 +143,18 @@ func (u *sessionUses) ownedBy(id, caller string) bool {
 	return a != nil && a.owner == caller
 }
 
+// session returns the session id, if the book knows it, is not being
+// evicted and was opened by caller.
+func (u *sessionUses) session(id, caller string) (*mcp.ServerSession, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a := u.byID[id]
+	if a == nil || a.closing || a.owner != caller {
+		return nil, false
+	}
+	return a.ss, true
+}
+
 // begin records a request of session id starting; it reports false for a
 // session the gateway does not know (the handler answers it 404).
 func (u *sessionUses) begin(id string) bool {
