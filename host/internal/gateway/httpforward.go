@@ -41,7 +41,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpvisor/mcpvisor/host/internal/identity"
-	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
@@ -123,17 +122,12 @@ func (g *Gateway) answerCall(w http.ResponseWriter, r *http.Request, id string, 
 		}
 		return false
 	}
-	var kind policy.Kind
 	switch req.Method {
-	case "tools/call":
-		kind = policy.Tool
-	case "resources/read":
-		kind = policy.Resource
-	case "prompts/get":
-		kind = policy.Prompt
+	case "tools/call", "resources/read", "prompts/get":
 	default:
 		return false
 	}
+	kind := kindOf(req.Method)
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" ||
 		!strings.Contains(r.Header.Get("Accept"), "application/json") || !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		return false
