@@ -151,6 +151,7 @@ type Gateway struct {
 	httpHandler http.Handler
 	answers     answers   // the POSTs being served (http.go)
 	httpCalls   httpCalls // the calls answered as bytes over HTTP (httpforward.go)
+	standalone  streams   // the standalone streams open, by session (httpforward.go)
 
 	// subMu guards subs and sessionSubs and serialises the upstream
 	// subscribe and unsubscribe calls, so a URI is subscribed upstream
@@ -217,6 +218,7 @@ func New(opts Options) *Gateway {
 			g.fetchRoots(req.Session)
 		},
 	})
+	g.server.AddSendingMiddleware(g.streamNotifications)
 	g.server.AddReceivingMiddleware(g.dormantTools)
 	// Calls the gateway can pass through as bytes skip the go-sdk's typed
 	// handlers, the dormant tools' included (passthrough.go).

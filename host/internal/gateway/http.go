@@ -48,6 +48,12 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			if g.opts.WriteTimeout > 0 {
 				w = g.newDeadlineWriter(w, r)
 			}
+			if id := r.Header.Get(sessionIDHeader); r.Method == http.MethodGet && id != "" {
+				// The session's standalone stream, while it is open
+				// (httpforward.go).
+				g.standalone.open(id)
+				defer g.standalone.close(id)
+			}
 			if r.Method == http.MethodPost {
 				// The answers to this request are written by the time
 				// ServeHTTP returns: their results are held until then.

@@ -17,12 +17,14 @@ owner), and the same questions are asked first: the caller's policies,
 the route, whether the call carries a progress token. Whatever is not
 plainly such a call — a batch, a progress token, a session the book does
 not know or another subject's, roots still to ask for, a protocol version
-header other than the session's — goes to the go-sdk as before.
+header other than the session's, a client that could be asked something
+during the call (sampling, elicitation, roots) with no standalone stream
+open to ask it on — goes to the go-sdk as before.
 
 A notifications/cancelled for a call answered here cancels it (and goes
-on to the go-sdk, which knows nothing of the call). Progress and log
-notifications of the upstream reach the client on its standalone stream,
-as those of stdio-forwarded calls reach it on stdio.
+on to the go-sdk, which knows nothing of the call). The upstream's
+questions to the client (sampling, elicitation, roots) reach it on its
+standalone stream.
 */
 
 import (
@@ -33,7 +35,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -45,6 +46,35 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
+
+// streams counts the standalone (GET) streams open, by session id.
+type streams struct {
+	mu   sync.Mutex
+	byID map[string]int
+}
+
+func (s *streams) open(id string) {
+	s.mu.Lock()
+	if s.byID == nil {
+		s.byID = map[string]int{}
+	}
+	s.byID[id]++
+	s.mu.Unlock()
+}
+
+func (s *streams) close(id string) {
+	s.mu.Lock()
+	if s.byID[id]--; s.byID[id] <= 0 {
+		delete(s.byID, id)
+	}
+	s.mu.Unlock()
+}
+
+func (s *streams) isOpen(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byID[id] > 0
+}
 
 // httpCalls are the calls answered by answerBytes in flight, by session
 // id and request id, for notifications/cancelled.
@@ -141,6 +171,12 @@ func (g *Gateway) answerCall(w http.ResponseWriter, r *http.Request, id string, 
 	if ip == nil || ip.ProtocolVersion >= wire.Stateless || r.Header.Get("Mcp-Protocol-Version") != ip.ProtocolVersion || g.rootsPending(ss) {
 		return false
 	}
+	if c := ip.Capabilities; c != nil && (c.Sampling != nil || c.Elicitation != nil || c.RootsV2 != nil) && !g.standalone.isOpen(id) {
+		// The upstream may ask this client something during the call:
+		// without its standalone stream, only the go-sdk's stream for
+		// this POST could carry the question.
+		return false
+	}
 	target, ok := g.forwardTargetOf(req.Method, req.Params)
 	if !ok {
 		return false
@@ -148,6 +184,8 @@ func (g *Gateway) answerCall(w http.ResponseWriter, r *http.Request, id string, 
 
 	ctx := r.Context() // ends when this POST has been served (answers.open)
 	key := id + " " + idKey(req.ID)
+	stream := &callStream{w: w}
+	ctx = context.WithValue(ctx, callStreamKey{}, stream)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g.httpCalls.add(key, cancel)
@@ -168,29 +206,128 @@ func (g *Gateway) answerCall(w http.ResponseWriter, r *http.Request, id string, 
 	}
 	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		// The client canceled, or is gone: no answer, as the go-sdk does.
-		w.WriteHeader(http.StatusNoContent)
+		if !stream.close() {
+			w.WriteHeader(http.StatusNoContent)
+		}
 		return true
 	}
-	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
 		data, merr := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: req.ID, Error: recovery.WireError(err)})
 		if merr != nil {
 			data = []byte(`{"jsonrpc":"2.0","id":` + string(wire.AppendID(nil, req.ID)) + `,"error":{"code":-32603,"message":"mcpvisor could not encode an error"}}`)
 		}
-		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-		w.Write(data)
+		stream.answer(data)
 		return true
+	}
+	if bytes.ContainsAny(res, "\r\n") {
+		// A line break would end the event's data line: compact it (a
+		// copy, for the rare upstream that sends one, such as a
+		// pretty-printed plugin frame).
+		var buf bytes.Buffer
+		if json.Compact(&buf, res) == nil {
+			res = buf.Bytes()
+		}
 	}
 	// The envelope around the upstream's bytes, which are written as they
 	// are: never copied, never re-encoded.
 	head := append(append([]byte(`{"jsonrpc":"2.0","id":`), wire.AppendID(nil, req.ID)...), `,"result":`...)
-	w.Header().Set("Content-Length", strconv.Itoa(len(head)+len(res)+1))
-	if _, err := w.Write(head); err == nil {
-		if _, err := w.Write(res); err == nil {
-			w.Write([]byte{'}'})
+	stream.answer(head, res, []byte{'}'})
+	return true
+}
+
+// callStream is the event stream that answers a POST answered as bytes:
+// the upstream's progress and log notifications for the call (sent by the
+// go-sdk session, taken by streamNotifications), then its answer.
+type callStream struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	started bool // the head has been written
+	done    bool // the answer has been written (or the client is gone)
+}
+
+// callStreamKey marks the context of a call answered as bytes with its
+// stream.
+type callStreamKey struct{}
+
+// errStreamDone: the call's answer is written; a notification goes where
+// the go-sdk sends it.
+var errStreamDone = errors.New("the call's stream is done")
+
+// event writes one message event made of parts; the caller holds s.mu.
+func (s *callStream) eventLocked(parts ...[]byte) error {
+	if s.done {
+		return errStreamDone
+	}
+	if !s.started {
+		h := s.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		s.w.WriteHeader(http.StatusOK)
+		s.started = true
+	}
+	if _, err := io.WriteString(s.w, "event: message\ndata: "); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if _, err := s.w.Write(p); err != nil {
+			return err
 		}
 	}
-	return true
+	if _, err := io.WriteString(s.w, "\n\n"); err != nil {
+		return err
+	}
+	return http.NewResponseController(s.w).Flush()
+}
+
+// notify writes a notification of the call's, before its answer.
+func (s *callStream) notify(data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.eventLocked(data)
+}
+
+// answer writes the call's answer and ends the stream.
+func (s *callStream) answer(parts ...[]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.eventLocked(parts...)
+	s.done = true
+}
+
+// close ends the stream without an answer; it reports whether anything
+// had been written.
+func (s *callStream) close() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = true
+	return s.started
+}
+
+// streamNotifications is the gateway server's sending middleware that
+// writes the progress and log notifications the go-sdk session sends for
+// a call answered as bytes to that call's own stream, as the go-sdk does
+// for the calls it answers (so they precede the answer).
+func (g *Gateway) streamNotifications(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		s, ok := ctx.Value(callStreamKey{}).(*callStream)
+		if !ok || (method != "notifications/message" && method != "notifications/progress") {
+			return next(ctx, method, req)
+		}
+		params, err := marshalNoEscape(req.GetParams())
+		if err != nil {
+			return nil, err
+		}
+		data, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: method, Params: params})
+		if err != nil {
+			return nil, err
+		}
+		if err := s.notify(data); errors.Is(err, errStreamDone) {
+			return next(ctx, method, req)
+		} else if err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
 }
 
 // rootsPending reports whether the gateway still has to ask ss for its

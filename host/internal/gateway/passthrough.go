@@ -52,8 +52,11 @@ func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 		var server, name string
 		var params any
 		switch r := req.(type) {
+		// A call with a progress token takes the typed path, which
+		// registers the token, so that the upstream's progress reaches
+		// this client.
 		case *mcp.CallToolRequest:
-			if r.Params == nil {
+			if r.Params == nil || r.Params.GetProgressToken() != nil {
 				break
 			}
 			e, ok := g.registry.LookupTool(r.Params.Name)
@@ -69,14 +72,14 @@ func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 			p.Name = e.Original
 			server, name, params = e.Server, e.Original, &p
 		case *mcp.ReadResourceRequest:
-			if r.Params == nil {
+			if r.Params == nil || r.Params.GetProgressToken() != nil {
 				break
 			}
 			if s, ok := g.lookupResource(r.Params.URI); ok {
 				server, name, params = s, r.Params.URI, r.Params
 			}
 		case *mcp.GetPromptRequest:
-			if r.Params == nil {
+			if r.Params == nil || r.Params.GetProgressToken() != nil {
 				break
 			}
 			if e, ok := g.lookupPrompt(r.Params.Name); ok {
