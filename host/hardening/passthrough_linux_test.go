@@ -101,8 +101,8 @@ func bigBlock(name string) string {
 }
 
 // TestResultsPassThroughAsBytes calls a tool whose result is 15 MiB of '<'
-// and reads a resource of 15 MiB of '<' over HTTP, with the result budget
-// at 32 MiB: each answer must be the upstream's bytes exactly (encoding/json
+// and reads a resource of 15 MiB of '<' over HTTP (then over `run
+// --stdio`), with the result budget at 32 MiB: each answer must be the upstream's bytes exactly (encoding/json
 // would write every '<' as \u003c, six times its size), and mcpvisor's
 // peak RSS must stay within 1.5 × max_inflight_bytes + 200 MB (a decoded,
 // re-encoded and escaped result costs about 1 GB).
@@ -116,7 +116,7 @@ func TestResultsPassThroughAsBytes(t *testing.T) {
 	peak := mv.trackPeak(t)
 
 	text := strings.Repeat("<", size)
-	for i, c := range []struct{ req, result string }{
+	calls := []struct{ req, result string }{
 		{
 			fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo__big","arguments":{"size":%d}}}`, size),
 			`{"content":[{"type":"text","text":"` + text + `"}]}`,
@@ -125,7 +125,8 @@ func TestResultsPassThroughAsBytes(t *testing.T) {
 			fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"big://text/%d"}}`, size),
 			fmt.Sprintf(`{"contents":[{"uri":"big://text/%d","mimeType":"text/plain","text":"`, size) + text + `"}]}`,
 		},
-	} {
+	}
+	for i, c := range calls {
 		got := s.call(c.req)
 		want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":%s}`, i+2, c.result)
 		if !bytes.Equal(got, []byte(want)) {
@@ -136,6 +137,20 @@ func TestResultsPassThroughAsBytes(t *testing.T) {
 	peakMB := peak.peakKB() / mb
 	bound := int64(1.5*budget>>20) + 200
 	t.Logf("RSS %d MB before, peak %d MB (bound %d MB)", before, peakMB, bound)
+
+	// The same over `run --stdio`: each answer is one line, the
+	// upstream's bytes in the envelope.
+	c := startStdioMcpvisor(t, bigBlock("echo"))
+	c.initialize(t)
+	c.waitTool(t, "echo__big")
+	for i, call := range calls {
+		id := 20 + i
+		c.send(t, strings.Replace(call.req, `"id":`+fmt.Sprint(i+2), `"id":`+fmt.Sprint(id), 1))
+		got := c.answer(t, id)
+		if want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":%s}`, id, call.result); got != want {
+			t.Errorf("stdio answer %d is not the upstream's bytes: %d bytes (want %d), %d \\u003c escapes; starts %.200s", id, len(got), len(want), strings.Count(got, `\u003c`), got)
+		}
+	}
 	if peakMB > bound {
 		t.Errorf("mcpvisor's peak RSS was %d MB passing two 15 MiB results, over 1.5 × max_inflight_bytes + 200 MB = %d MB", peakMB, bound)
 	}
