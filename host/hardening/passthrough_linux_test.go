@@ -138,6 +138,29 @@ func TestResultsPassThroughAsBytes(t *testing.T) {
 	bound := int64(1.5*budget>>20) + 200
 	t.Logf("RSS %d MB before, peak %d MB (bound %d MB)", before, peakMB, bound)
 
+	// A 2026-07-28 client takes the go-sdk's typed path (its results are
+	// shaped for that version), which must not escape either.
+	small := strings.Repeat("<", 1<<20)
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"_meta":{%s},"name":"echo__big","arguments":{"size":%d}}}`, statelessMeta, len(small))
+	req, err := http.NewRequest(http.MethodPost, "http://"+mv.addr+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo__big"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Contains(all, []byte(`"text":"`+small+`"`)) || bytes.Contains(all, []byte(`\u003c`)) || !bytes.Contains(all, []byte(`"resultType":"complete"`)) {
+		t.Errorf("2026-07-28 answer (%v): %d bytes, %d \\u003c escapes; want the 1 MiB of '<' as they are, resultType complete; starts %.300s",
+			err, len(all), bytes.Count(all, []byte(`\u003c`)), all)
+	}
+
 	// The same over `run --stdio`: each answer is one line, the
 	// upstream's bytes in the envelope.
 	c := startStdioMcpvisor(t, bigBlock("echo"))

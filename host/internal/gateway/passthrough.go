@@ -26,8 +26,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // rawResult is a result that is already JSON: the upstream's bytes.
@@ -45,9 +48,14 @@ func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 // the next handler.
 func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/call", "resources/read", "prompts/get":
+		default:
+			return next(ctx, method, req)
+		}
 		ss, ok := req.GetSession().(*mcp.ServerSession)
 		if !ok || g.registry == nil || needsInputBridge(ss) {
-			return next(ctx, method, req)
+			return unescapedResult(next(ctx, method, req))
 		}
 		var server, name string
 		var params any
@@ -89,13 +97,13 @@ func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 		if params == nil {
-			return next(ctx, method, req)
+			return unescapedResult(next(ctx, method, req))
 		}
 		// The params are the client's, decoded by the SDK: small, and
 		// encoded again here to name the original tool or prompt.
 		raw, err := marshalNoEscape(params)
 		if err != nil {
-			return next(ctx, method, req)
+			return unescapedResult(next(ctx, method, req))
 		}
 		extra := req.GetExtra()
 		ctx = g.requestContext(ctx, extra)
@@ -105,6 +113,35 @@ func (g *Gateway) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return &rawResult{raw: res}, nil
 	}
+}
+
+// unescaped is a typed result (one the go-sdk's handlers made, for a
+// 2026-07-28 client or a call with a progress token) that encodes without
+// HTML escaping: the go-sdk's content types escape '<', '>' and '&'
+// (wire.MarshalResult). Its _meta is the result's own, so the go-sdk can
+// still annotate it (serverInfo); the result type the go-sdk sets is set
+// on the result before it reaches the middleware.
+type unescaped struct {
+	mcp.ResultBase
+	res mcp.Result
+}
+
+func (u *unescaped) GetMeta() map[string]any  { return u.res.GetMeta() }
+func (u *unescaped) SetMeta(m map[string]any) { u.res.SetMeta(m) }
+
+func (u *unescaped) MarshalJSON() ([]byte, error) { return wire.MarshalResult(u.res) }
+
+func unescapedResult(res mcp.Result, err error) (mcp.Result, error) {
+	if err != nil || res == nil {
+		return res, err
+	}
+	if _, ok := res.(json.Marshaler); !ok {
+		return res, nil
+	}
+	if v := reflect.ValueOf(res); v.Kind() == reflect.Pointer && v.IsNil() {
+		return res, nil
+	}
+	return &unescaped{res: res}, nil
 }
 
 // marshalNoEscape encodes v as json.Marshal does, without HTML escaping.

@@ -13,6 +13,15 @@ import (
 // are turned back into the characters they stand for; every other byte
 // is what encoding/json wrote.
 func MarshalResult(v any) (json.RawMessage, error) {
+	if m, ok := v.(json.Marshaler); ok {
+		// The go-sdk's result types encode themselves: their bytes are
+		// fresh, and unescaped in place.
+		b, err := m.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		return UnescapeHTML(b), nil
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
