@@ -313,3 +313,33 @@ func TestUnreadAnswersDroppedAndServersShareBudget(t *testing.T) {
 		t.Errorf("mcpvisor's peak RSS was %d MB with 100 unread 6 MiB answers, over 1.5 × max_inflight_bytes + 200 MB = %d MB", peakMB, bound)
 	}
 }
+
+// TestBusySessionIsNotIdle: with session_idle_timeout = "2s", a session
+// whose calls are all answered as bytes (before the go-sdk's handler,
+// which never sees them) stays open while it calls every half second for
+// 5 s, and is closed once it has been idle for longer than the timeout.
+func TestBusySessionIsNotIdle(t *testing.T) {
+	mv := startMcpvisorWith(t, "  session_idle_timeout = \"2s\"\n", bigBlock("echo"))
+	waitTool(t, connectClient(t, mv), "echo__echo")
+	s := openByteSession(t, mv)
+	for i := range 10 {
+		got := s.call(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"n%d"}}}`, 10+i, i))
+		if !bytes.Contains(got, []byte(fmt.Sprintf(`"text":"n%d"`, i))) {
+			t.Fatalf("call %d of a busy session: %.300s", i, got)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp := s.postResp(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"echo__echo","arguments":{"text":"x"}}}`)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusNotFound {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a session idle for 30 s with session_idle_timeout = \"2s\" still answers (status %d)", resp.StatusCode)
+		}
+		time.Sleep(3 * time.Second)
+	}
+}

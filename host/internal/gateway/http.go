@@ -30,9 +30,11 @@ func (g *Gateway) HTTPHandler() http.Handler {
 	g.httpOnce.Do(func() {
 		getServer := func(*http.Request) *mcp.Server { return g.server }
 		logger := newSlogLogger(g.logger.Named("http"))
+		// Idle sessions are closed by the gateway's book (session.go),
+		// which also sees the calls answered before the go-sdk handler.
+		g.sessionUses.setTimeout(g.opts.SessionTimeout)
 		stateful := g.endingSessions(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-			Logger:         logger,
-			SessionTimeout: g.opts.SessionTimeout,
+			Logger: logger,
 		}))
 		tracked := g.trackSessions(g.answerBytes(stateful))
 		// A 2026-07-28 request is its POST: when the client goes away the
