@@ -134,9 +134,9 @@ func (b backend) CallTool(ctx context.Context, d upstream.Downstream, server str
 	})
 }
 
-func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error) {
-	return wireOperate(transport.HoldResultsFor(ctx), b, server, "tools/call", func(ctx context.Context, s *upstream.Supervisor) (json.RawMessage, error) {
-		return s.Forward(ctx, d, tool, params)
+func (b backend) Forward(ctx context.Context, d upstream.Downstream, server, method, name string, params json.RawMessage) (json.RawMessage, error) {
+	return wireOperate(transport.HoldResultsFor(ctx), b, server, method, func(ctx context.Context, s *upstream.Supervisor) (json.RawMessage, error) {
+		return s.Forward(ctx, d, method, name, params)
 	})
 }
 

@@ -225,6 +225,7 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		OnVerdict:      h.onVerdict,
 		Discovery:      h.discoverySettings,
 		SessionTimeout: cmp.Or(cfg.Host.SessionIdleTimeout, config.DefaultSessionIdleTimeout),
+		WriteTimeout:   cmp.Or(cfg.Host.WriteTimeout, config.DefaultWriteTimeout),
 		OnToolsList: func() {
 			set := h.servers.Load()
 			for _, name := range set.order {
@@ -249,7 +250,18 @@ func New(cfg *config.Config, opts ...Option) (*Host, error) {
 		set.order = append(set.order, srv.Name)
 	}
 	h.servers.Store(set)
+	h.setShares(cfg)
 	return h, nil
+}
+
+// setShares gives each enabled server its share of max_inflight_bytes
+// (transport.Share; docs/security.md, "Bytes from upstream servers").
+func (h *Host) setShares(cfg *config.Config) {
+	sizes := map[string]int64{}
+	for _, srv := range enabledServers(cfg) {
+		sizes[srv.Name] = cmp.Or(srv.MaxMessageSize, config.DefaultMaxMessageSize)
+	}
+	h.results.SetShares(sizes)
 }
 
 func (h *Host) newSupervisor(srv *config.Server) (*upstream.Supervisor, error) {

@@ -159,6 +159,7 @@ func (h *Host) reload(ctx context.Context, cfg *config.Config, restart, reason s
 	}
 	h.registry.SetSpecs(specsOf(cfg))
 	h.servers.Store(next)
+	h.setShares(cfg)
 	for _, sup := range toStart {
 		h.registry.Update(sup.Name(), sup.Catalog())
 	}

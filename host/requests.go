@@ -80,6 +80,11 @@ type requestLimits struct {
 	// stateless holds one token per stateless request being served; its
 	// capacity is max_inflight.
 	stateless chan struct{}
+	// perSession is max_inflight_per_session; sessions counts the
+	// requests in flight of each session-based session, by id.
+	perSession int
+	sessionsMu sync.Mutex
+	sessions   map[string]int
 }
 
 func newRequestLimits(h *Host, hc config.Host, next http.Handler) *requestLimits {
@@ -90,6 +95,8 @@ func newRequestLimits(h *Host, hc config.Host, next http.Handler) *requestLimits
 		bodyTimeout: cmp.Or(hc.BodyTimeout, config.DefaultBodyTimeout),
 		bodies:      newBodyBudget(cmp.Or(hc.MaxBodyBytesInflight, config.DefaultMaxBodyBytesInflight)),
 		stateless:   make(chan struct{}, cmp.Or(hc.MaxInflight, config.DefaultMaxInflight)),
+		perSession:  cmp.Or(hc.MaxInflightPerSession, config.DefaultMaxInflightPerSession),
+		sessions:    map[string]int{},
 	}
 }
 
@@ -119,9 +126,65 @@ func (l *requestLimits) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					"Service Unavailable: %d stateless requests are in flight, the most this host serves at once (max_inflight); retry shortly or raise max_inflight", cap(l.stateless)))
 				return
 			}
+		} else if id := sessionCall(r, body.chunks); id != "" {
+			if !l.enterSession(id) {
+				l.h.limitHits.Hit(limits.MaxInflightPerSession)
+				l.logger.Warn("http request refused: too many requests of one session in flight", "max_inflight_per_session", l.perSession, "remote", r.RemoteAddr)
+				refuse(w, http.StatusServiceUnavailable, retryAfterBusy, fmt.Sprintf(
+					"Service Unavailable: this session has %d requests in flight, the most one session may have at once (max_inflight_per_session); retry shortly or raise max_inflight_per_session", l.perSession))
+				return
+			}
+			defer l.leaveSession(id)
 		}
 	}
 	l.next.ServeHTTP(w, r)
+}
+
+// enterSession counts one more request in flight for session id, or
+// reports false when it has max_inflight_per_session already.
+func (l *requestLimits) enterSession(id string) bool {
+	l.sessionsMu.Lock()
+	defer l.sessionsMu.Unlock()
+	if l.sessions[id] >= l.perSession {
+		return false
+	}
+	l.sessions[id]++
+	return true
+}
+
+func (l *requestLimits) leaveSession(id string) {
+	l.sessionsMu.Lock()
+	defer l.sessionsMu.Unlock()
+	if l.sessions[id]--; l.sessions[id] <= 0 {
+		delete(l.sessions, id)
+	}
+}
+
+// sessionCall returns the session id of r when it is a request (not a
+// notification or a response) of a session-based (2025-11-25 and older)
+// session, which max_inflight_per_session counts; "" otherwise. A POST is
+// one request in flight until it has been answered.
+func sessionCall(r *http.Request, body [][]byte) string {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" || r.Method != http.MethodPost || r.URL.Path != "/mcp" || r.Header.Get("Mcp-Protocol-Version") >= wire.Stateless {
+		return ""
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	b := bytes.Join(body, nil)
+	if len(body) == 1 {
+		b = body[0]
+	}
+	if json.Unmarshal(b, &msg) != nil {
+		// A batch (2025-03-26) or not JSON: counted, like a call.
+		return id
+	}
+	if msg.Method == "" || len(msg.ID) == 0 || string(msg.ID) == "null" {
+		return ""
+	}
+	return id
 }
 
 // readBody reads r's body within body_timeout and the body budget. On a

@@ -100,6 +100,15 @@ const (
 	// at once; each holds a goroutine, its body and an upstream call.
 	DefaultMaxInflight = 256
 
+	// DefaultMaxInflightPerSession bounds the requests one session-based
+	// (2025-11-25 and older) HTTP session has in flight at once.
+	DefaultMaxInflightPerSession = 64
+
+	// DefaultWriteTimeout is how long a write of an answer to an HTTP
+	// client may take: a client that does not read for this long loses
+	// its answer and its stream, and the bytes held for it are released.
+	DefaultWriteTimeout = 30 * time.Second
+
 	// Bounds on bytes from upstream servers (docs/security.md, "Bytes from
 	// upstream servers").
 
@@ -261,6 +270,15 @@ type Host struct {
 	// once; one past it gets 503 with Retry-After. Zero means
 	// DefaultMaxInflight.
 	MaxInflight int
+	// MaxInflightPerSession bounds the MCP requests one session-based
+	// (2025-11-25 and older) HTTP session has in flight at once; one past
+	// it gets 503 with Retry-After. Zero means
+	// DefaultMaxInflightPerSession.
+	MaxInflightPerSession int
+	// WriteTimeout bounds each write to a downstream HTTP client: a client
+	// that does not read its answer within it loses the answer and its
+	// stream. Zero means DefaultWriteTimeout.
+	WriteTimeout time.Duration
 	// MaxInflightBytes bounds the bytes of upstream responses held at once
 	// across all servers and calls, from the first byte read until the
 	// call's result has been handed on. A call whose response does not fit

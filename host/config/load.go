@@ -277,6 +277,14 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 		h.MaxInflight = v
 		at("max_inflight", rh.MaxInflight)
 	}
+	if v, ok := d.integer(rh.MaxInflightPerSess, "max_inflight_per_session"); ok {
+		h.MaxInflightPerSession = v
+		at("max_inflight_per_session", rh.MaxInflightPerSess)
+	}
+	if v, ok := d.duration(rh.WriteTimeout, "write_timeout", "the host block"); ok {
+		h.WriteTimeout = v
+		at("write_timeout", rh.WriteTimeout)
+	}
 	if v, ok := d.size(rh.MaxInflightBytes, "max_inflight_bytes", "the host block"); ok {
 		h.MaxInflightBytes = v
 		at("max_inflight_bytes", rh.MaxInflightBytes)

@@ -41,6 +41,8 @@ type hostSchema struct {
 	BodyTimeout          hcl.Expression `hcl:"body_timeout,optional"`
 	MaxBodyBytesInflight hcl.Expression `hcl:"max_body_bytes_inflight,optional"`
 	MaxInflight          hcl.Expression `hcl:"max_inflight,optional"`
+	MaxInflightPerSess   hcl.Expression `hcl:"max_inflight_per_session,optional"`
+	WriteTimeout         hcl.Expression `hcl:"write_timeout,optional"`
 	// Bounds on bytes from upstream servers.
 	MaxInflightBytes hcl.Expression `hcl:"max_inflight_bytes,optional"`
 

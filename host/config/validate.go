@@ -256,6 +256,14 @@ func (k *checker) host(h *Host) {
 		k.errorf(k.hostAt("max_inflight"), "Invalid max_inflight",
 			"max_inflight in the host block is %d; it must be 1 or more, such as the default %d.", h.MaxInflight, DefaultMaxInflight)
 	}
+	if h.MaxInflightPerSession < 0 || (h.MaxInflightPerSession == 0 && k.hostAt("max_inflight_per_session") != nil) {
+		k.errorf(k.hostAt("max_inflight_per_session"), "Invalid max_inflight_per_session",
+			"max_inflight_per_session in the host block is %d; it must be 1 or more, such as the default %d.", h.MaxInflightPerSession, DefaultMaxInflightPerSession)
+	}
+	if h.WriteTimeout < 0 || (h.WriteTimeout == 0 && k.hostAt("write_timeout") != nil) {
+		k.errorf(k.hostAt("write_timeout"), "Invalid write_timeout",
+			"write_timeout in the host block is %s; it must be positive, such as the default \"30s\" (a client that does not read its answer for this long loses it).", h.WriteTimeout)
+	}
 	if h.Audit != nil && h.Audit.Path == "" && k.hostAt("audit") == nil {
 		k.errorf(nil, "Empty audit path",
 			"Host.Audit is set but its Path is empty; set the file to append audit lines to, or leave Audit nil.")

@@ -205,7 +205,7 @@ func startLines(t *testing.T, cmd *exec.Cmd) *lineConn {
 	go func() {
 		defer close(c.lines)
 		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, 4<<20)
+		sc.Buffer(nil, 32<<20) // answers of 15 MiB: passthrough_linux_test.go
 		for sc.Scan() {
 			c.lines <- sc.Text()
 		}

@@ -94,6 +94,9 @@ func newServer(f *serve.Flags) *mcp.Server {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 	}, meta)
 	serve.AddExtraTool(server, f)
+	if f.Big {
+		serve.AddBig(server)
+	}
 	return server
 }
 

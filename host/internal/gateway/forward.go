@@ -1,18 +1,21 @@
 package gateway
 
 /*
-Design note: forwarding tools/call on stdio.
+Design note: forwarding calls on stdio (docs/proxy.md, "Results pass
+through as bytes").
 
 The go-sdk server decodes every request into typed params, runs it through
 its middleware and handler queue, and encodes the typed result again. For a
 proxy that is pure overhead on the hottest path, so on a stdio downstream
-the gateway reads tools/call requests off the connection before the SDK
-server does and hands their params to the Backend's Forward as bytes; the
-upstream's result goes back to the client as bytes too. Everything else —
-initialize, lists, notifications, calls with a progress token, clients on
-2026-07-28 (whose results the SDK server shapes) — goes to the SDK server as
-before. Both paths run the same registry lookup and reach the same
-supervisor; only the envelope handling differs.
+the gateway reads tools/call, resources/read and prompts/get requests off
+the connection before the SDK server does and hands their params to the
+Backend's Forward as bytes; the upstream's result goes back to the client
+as bytes too, and its bytes stay counted against max_inflight_bytes until
+they have been written. Everything else — initialize, lists,
+notifications, calls with a progress token, clients on 2026-07-28 (whose
+results the SDK server shapes) — goes to the SDK server as before. Both
+paths run the same registry lookup and reach the same supervisor; only the
+envelope handling differs.
 */
 
 import (
@@ -87,7 +90,7 @@ func (c *forwardingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		switch {
 		case !req.IsCall() && req.Method == "notifications/cancelled":
 			c.cancel(req.Params) // the SDK session sees it too
-		case req.Method == "tools/call":
+		case req.Method == "tools/call" || req.Method == "resources/read" || req.Method == "prompts/get":
 			if c.forward(req) {
 				continue
 			}
@@ -106,7 +109,7 @@ func (c *forwardingConn) forward(req *jsonrpc.Request) bool {
 	if ip := ss.InitializeParams(); ip == nil || ip.ProtocolVersion >= wire.Stateless {
 		return false
 	}
-	target, ok := c.t.g.forwardTarget(req.Params)
+	target, ok := c.t.g.forwardTargetOf(req.Method, req.Params)
 	if !ok {
 		return false
 	}
@@ -130,24 +133,24 @@ func (c *forwardingConn) forward(req *jsonrpc.Request) bool {
 			c.mu.Unlock()
 			cancel()
 		}()
-		c.run(ctx, ss, req.ID, target)
+		c.run(ctx, ss, req.ID, req.Method, target)
 	}()
 	return true
 }
 
 // run makes one forwarded call and answers it.
-func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id jsonrpc.ID, target callTarget) {
+func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id jsonrpc.ID, method string, target callTarget) {
 	var res json.RawMessage
 	var err error
 	if e := c.t.g.policyEngine(); e != nil {
 		// The caller of a stdio connection is the local user (policy.go).
-		if perr := c.t.g.admit(ctx, e, e.Local(), ss, "tools/call", policy.Tool, target.exposed); perr != nil {
+		if perr := c.t.g.admit(ctx, e, e.Local(), ss, method, kindOf(method), target.exposed); perr != nil {
 			err = perr
 		}
 		ctx = identity.NewContext(ctx, e.Local()) // for the audit line
 	}
 	if err == nil {
-		res, err = c.t.g.backend.Forward(ctx, ss, target.server, target.tool, target.params)
+		res, err = c.t.g.backend.Forward(ctx, ss, target.server, method, target.tool, target.params)
 	}
 	if err == nil {
 		if w, ok := c.Connection.(resultWriter); ok {
@@ -156,7 +159,7 @@ func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id json
 			err = c.Connection.Write(context.Background(), &jsonrpc.Response{ID: id, Result: res})
 		}
 		if err != nil {
-			c.t.g.logger.Debug("writing a tools/call response failed", "error", err)
+			c.t.g.logger.Debug("writing a response failed", "method", method, "error", err)
 		}
 		return
 	}
@@ -167,8 +170,19 @@ func (c *forwardingConn) run(ctx context.Context, ss *mcp.ServerSession, id json
 	// wireError); recovery.WireError is the one translation there is.
 	resp := &jsonrpc.Response{ID: id, Error: recovery.WireError(err)}
 	if werr := c.Connection.Write(context.Background(), resp); werr != nil {
-		c.t.g.logger.Debug("writing a tools/call response failed", "error", werr)
+		c.t.g.logger.Debug("writing a response failed", "method", method, "error", werr)
 	}
+}
+
+// kindOf is what a forwarded method names, for policies.
+func kindOf(method string) policy.Kind {
+	switch method {
+	case "resources/read":
+		return policy.Resource
+	case "prompts/get":
+		return policy.Prompt
+	}
+	return policy.Tool
 }
 
 // callTarget is a tools/call the gateway forwards: the route, and the
@@ -193,6 +207,17 @@ type callTarget struct {
 // case-insensitively (Go's encoding/json) could run a tool other than the
 // one the registry allowed.
 func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
+	return g.forwardTargetOf("tools/call", params)
+}
+
+// forwardTargetOf is forwardTarget for method: tools/call, prompts/get
+// (named by "name", renamed to the original) or resources/read (named by
+// "uri", never renamed).
+func (g *Gateway) forwardTargetOf(method string, params json.RawMessage) (callTarget, bool) {
+	nameKey := "name"
+	if method == "resources/read" {
+		nameKey = "uri"
+	}
 	if wire.NestedDeeper(params, wire.MaxNesting) {
 		return callTarget{}, false
 	}
@@ -200,14 +225,14 @@ func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
 	ambiguous := false
 	if !wire.Members(params, func(key []byte, start, end int) bool {
 		switch string(key) {
-		case "name":
+		case nameKey:
 			ambiguous = ambiguous || nameAt[0] >= 0
 			nameAt = [2]int{start, end}
 		case "_meta":
 			ambiguous = ambiguous || metaAt[0] >= 0
 			metaAt = [2]int{start, end}
 		default:
-			ambiguous = ambiguous || bytes.EqualFold(key, []byte("name")) || bytes.EqualFold(key, []byte("_meta"))
+			ambiguous = ambiguous || bytes.EqualFold(key, []byte(nameKey)) || bytes.EqualFold(key, []byte("_meta"))
 		}
 		return !ambiguous
 	}) || ambiguous {
@@ -230,19 +255,38 @@ func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
 			return callTarget{}, false
 		}
 	}
-	e, ok := g.registry.LookupTool(name)
-	if !ok {
+	var server, original string
+	switch method {
+	case "tools/call":
+		e, ok := g.registry.LookupTool(name)
+		if !ok {
+			return callTarget{}, false
+		}
+		server, original = e.Server, e.Original
+	case "prompts/get":
+		e, ok := g.lookupPrompt(name)
+		if !ok {
+			return callTarget{}, false
+		}
+		server, original = e.Server, e.Original
+	case "resources/read":
+		s, ok := g.lookupResource(name)
+		if !ok {
+			return callTarget{}, false
+		}
+		server, original = s, name
+	default:
 		return callTarget{}, false
 	}
-	if e.Original != name {
+	if original != name {
 		// Splice the original name in place of the exposed one.
-		q := wire.Quote(e.Original)
+		q := wire.Quote(original)
 		p := make(json.RawMessage, 0, len(params)-(nameAt[1]-nameAt[0])+len(q))
 		p = append(p, params[:nameAt[0]]...)
 		p = append(p, q...)
 		params = append(p, params[nameAt[1]:]...)
 	}
-	return callTarget{server: e.Server, tool: e.Original, exposed: name, params: params}, true
+	return callTarget{server: server, tool: original, exposed: name, params: params}, true
 }
 
 // cancel ends the forwarded call a notifications/cancelled names, if any.
@@ -281,5 +325,6 @@ func idKey(id jsonrpc.ID) string {
 	return string(wire.AppendID(nil, id))
 }
 
-// Forwarded is how many tools/call requests skipped the SDK server.
+// Forwarded is how many calls skipped the SDK server: tools/call on stdio,
+// and the calls of HTTP sessions answered as bytes (httpforward.go).
 func (g *Gateway) Forwarded() uint64 { return g.forwarded.Load() }

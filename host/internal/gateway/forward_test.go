@@ -137,3 +137,30 @@ func TestForwardRefusesAmbiguousAndDeepParams(t *testing.T) {
 		t.Error("a call nested 1,500 deep reached the upstream")
 	}
 }
+
+// resources/read and prompts/get are forwarded as bytes on stdio too: the
+// prompt reaches its server under its original name, the resource by its
+// URI, and the answers are the upstream's results.
+func TestForwardReadsAndPrompts(t *testing.T) {
+	e := newEnv(t, gateway.Options{})
+	c := serveLines(t, e)
+
+	before := e.gw.Forwarded()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"alpha__greet","arguments":{"who":"<you>"}}}`)
+	m := c.answer(1)
+	if !strings.Contains(string(m["result"]), `"hello <you>"`) {
+		t.Fatalf("prompts/get: %s %s", m["result"], m["error"])
+	}
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"mem://alpha/notes/7"}}`)
+	if m := c.answer(2); !strings.Contains(string(m["result"]), `"note mem://alpha/notes/7"`) {
+		t.Fatalf("resources/read: %s %s", m["result"], m["error"])
+	}
+	if n := e.gw.Forwarded() - before; n != 2 {
+		t.Errorf("%d of 2 requests forwarded as bytes", n)
+	}
+	e.rec["alpha"].mu.Lock()
+	defer e.rec["alpha"].mu.Unlock()
+	if got := e.rec["alpha"].promptNames; len(got) != 1 || got[0] != "greet" {
+		t.Errorf("the upstream got prompts %q, want [greet]", got)
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/limits"
 	"github.com/mcpvisor/mcpvisor/host/internal/policy"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
+	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
@@ -50,9 +51,11 @@ import (
 type Backend interface {
 	// CallTool calls a tool; params.Name is already the original tool name.
 	CallTool(ctx context.Context, d upstream.Downstream, server string, params *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error)
-	// Forward calls a tool with params as JSON, which already name the
-	// original tool, and returns the upstream's result as JSON.
-	Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error)
+	// Forward sends a tools/call, resources/read or prompts/get (method)
+	// with params as JSON, which already name the original tool or prompt
+	// (name: that name, or the URI), and returns the upstream's result as
+	// JSON, which the gateway passes on as it is (passthrough.go).
+	Forward(ctx context.Context, d upstream.Downstream, server, method, name string, params json.RawMessage) (json.RawMessage, error)
 	// ReadResource reads a resource; URIs are never renamed.
 	ReadResource(ctx context.Context, d upstream.Downstream, server string, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error)
 	// GetPrompt gets a prompt; params.Name is already the original name.
@@ -102,6 +105,11 @@ type Options struct {
 	// this long; zero keeps idle sessions until the client deletes them.
 	SessionTimeout time.Duration
 
+	// WriteTimeout bounds each write to an HTTP client: a client that
+	// does not take a write within it loses its answer and its stream
+	// (http.go). Zero: no deadline.
+	WriteTimeout time.Duration
+
 	// OnRoots, if set, receives the roots of a downstream client that
 	// declared the roots capability, each time one initializes or says its
 	// roots changed (session-based protocol versions only: 2026-07-28 has
@@ -147,6 +155,9 @@ type Gateway struct {
 
 	httpOnce    sync.Once
 	httpHandler http.Handler
+	answers     answers   // the POSTs being served (http.go)
+	httpCalls   httpCalls // the calls answered as bytes over HTTP (httpforward.go)
+	standalone  streams   // the standalone streams open, by session (httpforward.go)
 
 	// subMu guards subs and sessionSubs and serialises the upstream
 	// subscribe and unsubscribe calls, so a URI is subscribed upstream
@@ -220,7 +231,11 @@ func New(opts Options) *Gateway {
 			g.fetchRoots(req.Session)
 		},
 	})
+	g.server.AddSendingMiddleware(g.streamNotifications)
 	g.server.AddReceivingMiddleware(g.dormantTools)
+	// Calls the gateway can pass through as bytes skip the go-sdk's typed
+	// handlers, the dormant tools' included (passthrough.go).
+	g.server.AddReceivingMiddleware(g.passThrough)
 	g.server.AddReceivingMiddleware(g.pendingRoots)
 	g.server.AddReceivingMiddleware(g.sessionBook)
 	// Added last, so it runs first: a call outside the caller's policies
@@ -441,11 +456,31 @@ func (g *Gateway) resourceHandler(server string) mcp.ResourceHandler {
 
 // requestContext applies Options.RequestContext to a request that came
 // over HTTP.
+// Its upstream results are held against max_inflight_bytes until the
+// answer has been written (answerContext).
 func (g *Gateway) requestContext(ctx context.Context, extra *mcp.RequestExtra) context.Context {
-	if g.opts.RequestContext == nil || extra == nil || extra.Header == nil {
+	if extra == nil || extra.Header == nil {
+		return ctx
+	}
+	ctx = g.answerContext(ctx, extra)
+	if g.opts.RequestContext == nil {
 		return ctx
 	}
 	return g.opts.RequestContext(ctx, extra.Header)
+}
+
+// answerContext marks ctx, a handler's context for a request that came
+// over HTTP, so that the upstream results of the calls made under it are
+// held until the HTTP request has been served: its answer written, or
+// its client gone (transport.HoldResultsUntil).
+func (g *Gateway) answerContext(ctx context.Context, extra *mcp.RequestExtra) context.Context {
+	if extra == nil || extra.Header == nil {
+		return ctx
+	}
+	if until, ok := g.answers.lookup(extra.Header); ok {
+		return transport.HoldResultsUntil(ctx, until)
+	}
+	return ctx
 }
 
 // complete routes a completion request: a prompt reference by exposed

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpvisor/mcpvisor/host/internal/gateway"
 	"github.com/mcpvisor/mcpvisor/host/internal/registry"
 	"github.com/mcpvisor/mcpvisor/host/internal/upstream"
+	"github.com/mcpvisor/mcpvisor/host/internal/wire"
 )
 
 // TestMain fails the run when goroutines of the SDK or the gateway outlive
@@ -178,21 +179,40 @@ func (b *upstreamBackend) CallTool(ctx context.Context, _ upstream.Downstream, s
 	return res, unwrapApplication(err)
 }
 
-// Forward decodes params, calls the tool through the SDK client and encodes
-// the result, as the real supervisor does for an HTTP upstream.
-func (b *upstreamBackend) Forward(ctx context.Context, d upstream.Downstream, server, tool string, params json.RawMessage) (json.RawMessage, error) {
-	var p mcp.CallToolParamsRaw
-	if err := json.Unmarshal(params, &p); err != nil {
-		return nil, err
+// Forward decodes params, makes the call through the SDK client and
+// encodes the result, as the real supervisor does for an HTTP upstream.
+func (b *upstreamBackend) Forward(ctx context.Context, d upstream.Downstream, server, method, name string, params json.RawMessage) (json.RawMessage, error) {
+	var res any
+	var err error
+	switch method {
+	case "tools/call":
+		var p mcp.CallToolParamsRaw
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		if p.Name != name {
+			return nil, fmt.Errorf("params name %q, tool %q", p.Name, name)
+		}
+		res, err = b.CallTool(ctx, d, server, &p)
+	case "resources/read":
+		var p mcp.ReadResourceParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		res, err = b.ReadResource(ctx, d, server, &p)
+	case "prompts/get":
+		var p mcp.GetPromptParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, err
+		}
+		res, err = b.GetPrompt(ctx, d, server, &p)
+	default:
+		return nil, fmt.Errorf("forward %q", method)
 	}
-	if p.Name != tool {
-		return nil, fmt.Errorf("params name %q, tool %q", p.Name, tool)
-	}
-	res, err := b.CallTool(ctx, d, server, &p)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(res)
+	return wire.MarshalResult(res)
 }
 
 // unwrapApplication undoes the go-sdk client's "calling ...: %w" wrapping of

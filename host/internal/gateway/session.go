@@ -78,11 +78,13 @@ way) can still be evicted, after every idle session it knows.
 // sessionUse is what the gateway knows of one HTTP session.
 type sessionUse struct {
 	ss      *mcp.ServerSession
-	owner   string    // the subject that opened it (identity.Subject.Caller)
-	open    int       // the session's requests being served
-	last    time.Time // when the last of them ended (created: when it began)
-	created time.Time // when its initialize arrived
-	closing bool      // being evicted: no longer counted for its owner
+	owner   string      // the subject that opened it (identity.Subject.Caller)
+	open    int         // the session's requests being served
+	last    time.Time   // when the last of them ended (created: when it began)
+	created time.Time   // when its initialize arrived
+	closing bool        // being evicted: no longer counted for its owner
+	posts   int         // the session's POSTs being served
+	idle    *time.Timer // closes the session once idle for the timeout
 }
 
 // sessionUses tracks the HTTP sessions and their use.
@@ -91,6 +93,13 @@ type sessionUses struct {
 	byID    map[string]*sessionUse // by session id
 	byOwner map[string]int         // sessions per owner, those being evicted left out
 	closing int                    // sessions being evicted, still counted by the server
+	// timeout closes a session that has had no POST in flight for this
+	// long (Options.SessionTimeout; zero: never). The gateway keeps this
+	// timer, not the go-sdk's handler: a call answered as bytes
+	// (httpforward.go) never reaches the handler, whose own timer would
+	// close a busy session. As the go-sdk's, it runs from the session's
+	// creation and pauses while a POST is served.
+	timeout time.Duration
 }
 
 // opened records the HTTP session ss, opened by owner, whose initialize
@@ -110,7 +119,11 @@ func (u *sessionUses) opened(ss *mcp.ServerSession, owner string) bool {
 		return false
 	}
 	now := time.Now()
-	u.byID[id] = &sessionUse{ss: ss, owner: owner, last: now, created: now}
+	a := &sessionUse{ss: ss, owner: owner, last: now, created: now}
+	if u.timeout > 0 {
+		a.idle = time.AfterFunc(u.timeout, func() { u.expire(id, a) })
+	}
+	u.byID[id] = a
 	u.byOwner[owner]++
 	return true
 }
@@ -126,6 +139,23 @@ func (u *sessionUses) openedAt(id string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+func (u *sessionUses) setTimeout(d time.Duration) {
+	u.mu.Lock()
+	u.timeout = d
+	u.mu.Unlock()
+}
+
+// expire closes the session a (of id) that has been idle for the timeout,
+// unless a POST of its is being served.
+func (u *sessionUses) expire(id string, a *sessionUse) {
+	u.mu.Lock()
+	idle := u.byID[id] == a && a.posts == 0
+	u.mu.Unlock()
+	if idle {
+		a.ss.Close()
+	}
+}
+
 // closed forgets the session id once its connection ended.
 func (u *sessionUses) closed(id string) {
 	u.mu.Lock()
@@ -135,6 +165,9 @@ func (u *sessionUses) closed(id string) {
 		return
 	}
 	delete(u.byID, id)
+	if a.idle != nil {
+		a.idle.Stop()
+	}
 	if !a.closing {
 		u.uncount(a.owner)
 	}
@@ -156,9 +189,22 @@ func (u *sessionUses) ownedBy(id, caller string) bool {
 	return a != nil && a.owner == caller
 }
 
-// begin records a request of session id starting; it reports false for a
-// session the gateway does not know (the handler answers it 404).
-func (u *sessionUses) begin(id string) bool {
+// session returns the session id, if the book knows it, is not being
+// evicted and was opened by caller.
+func (u *sessionUses) session(id, caller string) (*mcp.ServerSession, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a := u.byID[id]
+	if a == nil || a.closing || a.owner != caller {
+		return nil, false
+	}
+	return a.ss, true
+}
+
+// begin records a request of session id starting (a POST: post); it
+// reports false for a session the gateway does not know (the handler
+// answers it 404).
+func (u *sessionUses) begin(id string, post bool) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	a := u.byID[id]
@@ -166,12 +212,17 @@ func (u *sessionUses) begin(id string) bool {
 		return false
 	}
 	a.open++
+	if post {
+		if a.posts++; a.posts == 1 && a.idle != nil {
+			a.idle.Stop()
+		}
+	}
 	return true
 }
 
 // end records a request of session id ending. What the request asked
 // (a DELETE) does not matter: the entry goes when the session closes.
-func (u *sessionUses) end(id string) {
+func (u *sessionUses) end(id string, post bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	a := u.byID[id]
@@ -180,6 +231,11 @@ func (u *sessionUses) end(id string) {
 	}
 	a.open--
 	a.last = time.Now()
+	if post {
+		if a.posts--; a.posts == 0 && a.idle != nil {
+			a.idle.Reset(u.timeout)
+		}
+	}
 }
 
 // sessionBook is the receiving middleware that enters each HTTP session
@@ -194,7 +250,7 @@ func (g *Gateway) sessionBook(next mcp.MethodHandler) mcp.MethodHandler {
 				// that POST ends: trackSessions ends it by the response's
 				// session id.
 				if extra := req.GetExtra(); extra != nil && extra.Header != nil && extra.Header.Get(sessionIDHeader) == "" {
-					g.sessionUses.begin(ss.ID())
+					g.sessionUses.begin(ss.ID(), true)
 				}
 				go func() {
 					ss.Wait()
@@ -227,12 +283,13 @@ func (g *Gateway) trackSessions(next http.Handler) http.Handler {
 			// The initialize that created a session counted as its request
 			// in flight (sessionBook).
 			if created := w.Header().Get(sessionIDHeader); created != "" {
-				g.sessionUses.end(created)
+				g.sessionUses.end(created, true)
 			}
 			return
 		}
-		if g.sessionUses.begin(id) {
-			defer g.sessionUses.end(id)
+		post := r.Method == http.MethodPost
+		if g.sessionUses.begin(id, post) {
+			defer g.sessionUses.end(id, post)
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -32,6 +32,12 @@ const (
 	MaxBodyBytesInflight Name = "max_body_bytes_inflight"
 	// MaxInflight: a stateless request past max_inflight got 503.
 	MaxInflight Name = "max_inflight"
+	// MaxInflightPerSession: a request of a session-based HTTP session
+	// past max_inflight_per_session got 503.
+	MaxInflightPerSession Name = "max_inflight_per_session"
+	// WriteTimeout: a downstream HTTP client did not read its answer
+	// within write_timeout; the answer and its stream were dropped.
+	WriteTimeout Name = "write_timeout"
 	// MaxSessions: a session was evicted to make room at max_sessions, or
 	// a newcomer got 503 because every session was busy.
 	MaxSessions Name = "max_sessions"
@@ -50,7 +56,7 @@ const (
 )
 
 // All is every Name, in the order metrics list them.
-var All = []Name{MaxMessageSize, MaxInflightBytes, MaxPendingRequests, BodyTimeout, MaxBodyBytesInflight, MaxInflight, MaxSessions, CallsPerMinute, MaxSubscriptions, StderrBytes}
+var All = []Name{MaxMessageSize, MaxInflightBytes, MaxPendingRequests, BodyTimeout, MaxBodyBytesInflight, MaxInflight, MaxInflightPerSession, WriteTimeout, MaxSessions, CallsPerMinute, MaxSubscriptions, StderrBytes}
 
 // Hits counts the hits of every limit. It is safe for concurrent use; a
 // nil *Hits counts nothing, so code built without a Host (tests, embedders

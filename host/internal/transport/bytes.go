@@ -52,15 +52,24 @@ var ErrMessageTooLarge = errors.New("upstream response larger than max_message_s
 var ErrBusy = errors.New("upstream response bytes in flight at the host's max_inflight_bytes")
 
 // A ResultBudget bounds the bytes of upstream responses a Host holds at
-// once, across all its servers and calls. Each Host has its own.
+// once, across all its servers and calls. Each Host has its own. Each
+// server may hold at most its share of it (SetShares), so that one
+// upstream flooding the host cannot starve the calls to the others.
 type ResultBudget struct {
 	limit int64
 
-	mu          sync.Mutex    // guards used, waitingHeld, waiters and room
+	mu          sync.Mutex    // guards everything below
 	used        int64         // bytes reserved now
 	waitingHeld int64         // bytes held by readers waiting to reserve more
 	waiters     int           // readers waiting for room
 	room        chan struct{} // closed (and replaced) when bytes are released
+	servers     map[string]*serverHold
+	shares      map[string]int64 // each server's share; absent: the whole limit
+}
+
+// serverHold is what one server's responses hold of the budget.
+type serverHold struct {
+	used, waitingHeld int64
 }
 
 // NewResultBudget returns a budget of limit bytes; limit <= 0 means
@@ -69,7 +78,7 @@ func NewResultBudget(limit int64) *ResultBudget {
 	if limit <= 0 {
 		limit = config.DefaultMaxInflightBytes
 	}
-	return &ResultBudget{limit: limit, room: make(chan struct{})}
+	return &ResultBudget{limit: limit, room: make(chan struct{}), servers: map[string]*serverHold{}}
 }
 
 // Limit returns the budget's size in bytes.
@@ -82,36 +91,118 @@ func (b *ResultBudget) InUse() int64 {
 	return b.used
 }
 
-// reserve reserves n more bytes for a reader that holds held bytes of the
-// budget already, waiting for other readers to release theirs until ctx
-// is done. A reader that holds bytes and waits for more could wait for
-// another that does the same: when every byte reserved is held by such
-// waiting readers, none would ever be released, and the reader that
-// found it so fails (and releases what it holds) instead of waiting.
-func (b *ResultBudget) reserve(ctx context.Context, held, n int64) error {
-	if held+n > b.limit {
-		return ErrBusy
-	}
+// ServerInUse returns the bytes server's responses hold now.
+func (b *ResultBudget) ServerInUse(server string) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if h := b.servers[server]; h != nil {
+		return h.used
+	}
+	return 0
+}
+
+// Share is the most of a budget of limit bytes that one of n servers,
+// whose messages may be maxMessage bytes, holds at once: an even share
+// of the budget, but never less than two messages, nor more than the
+// whole (docs/security.md, "Bytes from upstream servers").
+func Share(limit int64, n int, maxMessage int64) int64 {
+	share := limit
+	if n > 1 {
+		share = max(limit/int64(n), 2*maxMessage)
+	}
+	return min(share, limit)
+}
+
+// SetShares sets the share of each server (by name) in the budget: its
+// max_message_size, from which Share derives it. A server not named has
+// the whole budget. Called when the configuration is loaded or reloaded;
+// bytes held beyond a new, smaller share stay held until released.
+func (b *ResultBudget) SetShares(maxMessage map[string]int64) {
+	shares := make(map[string]int64, len(maxMessage))
+	for name, m := range maxMessage {
+		shares[name] = Share(b.limit, len(maxMessage), m)
+	}
+	b.mu.Lock()
+	b.shares = shares
+	close(b.room)
+	b.room = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// ShareOf returns server's share of the budget in bytes.
+func (b *ResultBudget) ShareOf(server string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.shareLocked(server)
+}
+
+func (b *ResultBudget) shareLocked(server string) int64 {
+	if s, ok := b.shares[server]; ok {
+		return s
+	}
+	return b.limit
+}
+
+func (b *ResultBudget) holdOf(server string) *serverHold {
+	h := b.servers[server]
+	if h == nil {
+		h = &serverHold{}
+		b.servers[server] = h
+	}
+	return h
+}
+
+// fits reports whether n more bytes for server fit both the budget and
+// the server's share. Called with b.mu held.
+func (b *ResultBudget) fits(server string, n int64) bool {
+	return b.used+n <= b.limit && b.holdOf(server).used+n <= b.shareLocked(server)
+}
+
+func (b *ResultBudget) take(server string, n int64) {
+	b.used += n
+	b.holdOf(server).used += n
+}
+
+// reserve reserves n bytes for a reader of no particular server (the
+// whole budget is its share); see reserveFor.
+func (b *ResultBudget) reserve(ctx context.Context, held, n int64) error {
+	return b.reserveFor(ctx, "", held, n)
+}
+
+// reserveFor reserves n more bytes for a reader of server's responses that
+// holds held bytes of the budget already, waiting for other readers to
+// release theirs until ctx is done. A reader that holds bytes and waits
+// for more could wait for another that does the same: when every byte
+// reserved (of the budget, or of the server's share) is held by such
+// waiting readers, none would ever be released, and the reader that found
+// it so fails (and releases what it holds) instead of waiting.
+func (b *ResultBudget) reserveFor(ctx context.Context, server string, held, n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if held+n > b.shareLocked(server) {
+		return ErrBusy
+	}
+	h := b.holdOf(server)
 	waiting := false
 	defer func() {
 		if waiting {
 			b.waitingHeld -= held
+			h.waitingHeld -= held
 			b.waiters--
 		}
 	}()
 	for {
-		if b.used+n <= b.limit {
-			b.used += n
+		if b.fits(server, n) {
+			b.take(server, n)
 			return nil
 		}
 		if !waiting {
 			b.waitingHeld += held
+			h.waitingHeld += held
 			b.waiters++
 			waiting = true
 		}
-		if held > 0 && b.waitingHeld >= b.used {
+		if held > 0 && (b.waitingHeld >= b.used || h.waitingHeld >= h.used) {
 			return ErrBusy
 		}
 		room := b.room
@@ -126,12 +217,20 @@ func (b *ResultBudget) reserve(ctx context.Context, held, n int64) error {
 	}
 }
 
-func (b *ResultBudget) release(n int64) {
+func (b *ResultBudget) release(n int64) { b.releaseFor("", n) }
+
+func (b *ResultBudget) releaseFor(server string, n int64) {
 	if n == 0 {
 		return
 	}
 	b.mu.Lock()
 	b.used -= n
+	if h := b.servers[server]; h != nil {
+		h.used -= n
+		if h.used == 0 && h.waitingHeld == 0 {
+			delete(b.servers, server)
+		}
+	}
 	close(b.room)
 	b.room = make(chan struct{})
 	b.mu.Unlock()
@@ -176,7 +275,7 @@ func (rt *boundedRoundTripper) RoundTrip(req *http.Request) (*http.Response, err
 	if resp.ContentLength >= 0 {
 		// The whole answer is reserved before any of it is read; net/http
 		// reads no more than Content-Length.
-		if err := rt.budget.reserve(ctx, 0, resp.ContentLength); err != nil {
+		if err := rt.budget.reserveFor(ctx, rt.server, 0, resp.ContentLength); err != nil {
 			resp.Body.Close()
 			return nil, rt.busy(req, err)
 		}
@@ -205,8 +304,8 @@ func (rt *boundedRoundTripper) readChunked(req *http.Request, body io.Reader) ([
 	for {
 		if int64(len(buf)) == held && held < rt.limit {
 			step := min(int64(budgetStep), rt.limit-held)
-			if err := rt.budget.reserve(ctx, held, step); err != nil {
-				rt.budget.release(held)
+			if err := rt.budget.reserveFor(ctx, rt.server, held, step); err != nil {
+				rt.budget.releaseFor(rt.server, held)
 				return nil, rt.busy(req, err)
 			}
 			held += step
@@ -217,17 +316,17 @@ func (rt *boundedRoundTripper) readChunked(req *http.Request, body io.Reader) ([
 		n, err := body.Read(buf[len(buf):end])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > rt.limit {
-			rt.budget.release(held)
+			rt.budget.releaseFor(rt.server, held)
 			return nil, rt.tooLarge(req, -1)
 		}
 		if err == io.EOF {
 			// Keep only what the answer holds.
-			rt.budget.release(held - int64(len(buf)))
+			rt.budget.releaseFor(rt.server, held-int64(len(buf)))
 			rt.holdUntilDone(ctx, int64(len(buf)))
 			return buf, nil
 		}
 		if err != nil {
-			rt.budget.release(held)
+			rt.budget.releaseFor(rt.server, held)
 			return nil, err
 		}
 	}
@@ -259,11 +358,28 @@ type resultsHeldKey struct{}
 //
 // A context value, because the bytes are counted inside the go-sdk's
 // HTTP requests, which carry nothing else of the caller's.
+//
+// A ctx marked already (HoldResultsUntil) keeps its mark.
 func HoldResultsFor(ctx context.Context) context.Context {
-	if ctx.Done() == nil {
+	if ctx.Done() == nil || HoldsResults(ctx) {
 		return ctx
 	}
 	return context.WithValue(ctx, resultsHeldKey{}, ctx)
+}
+
+// HoldResultsUntil is HoldResultsFor with the end of the hold given apart
+// from ctx: the upstream response bytes of a call made under the returned
+// context count against the ResultBudget until until is done. The
+// gateway's HTTP handler gives the context of the HTTP request that
+// carries the call, which ends once its answer has been written to the
+// client — or the client is gone, or missed its write deadline
+// (docs/security.md, "Bytes from upstream servers"). until must end soon
+// after the call.
+func HoldResultsUntil(ctx, until context.Context) context.Context {
+	if until.Done() == nil {
+		return HoldResultsFor(ctx)
+	}
+	return context.WithValue(ctx, resultsHeldKey{}, until)
 }
 
 // HoldsResults reports whether ctx was marked by HoldResultsFor: a call
@@ -281,10 +397,10 @@ func HoldsResults(ctx context.Context) bool {
 // handed on, or dropped. Every call mcpvisor makes has a deadline (the
 // server's timeout), so every such context ends.
 func (rt *boundedRoundTripper) holdUntilDone(ctx context.Context, n int64) {
-	rt.budget.holdUntilDone(ctx, n)
+	rt.budget.holdUntilDone(ctx, rt.server, n)
 }
 
-func (b *ResultBudget) holdUntilDone(ctx context.Context, n int64) {
+func (b *ResultBudget) holdUntilDone(ctx context.Context, server string, n int64) {
 	if n == 0 {
 		return
 	}
@@ -294,10 +410,10 @@ func (b *ResultBudget) holdUntilDone(ctx context.Context, n int64) {
 	if ctx.Done() == nil {
 		// A context that never ends (only a test or an embedder's
 		// direct use builds one): hold nothing.
-		b.release(n)
+		b.releaseFor(server, n)
 		return
 	}
-	context.AfterFunc(ctx, func() { b.release(n) })
+	context.AfterFunc(ctx, func() { b.releaseFor(server, n) })
 }
 
 // tooLarge is the error of a response over the limit; size is its
@@ -334,15 +450,16 @@ func (rt *boundedRoundTripper) busy(req *http.Request, err error) error {
 }
 
 // Busy is the error of a call to server whose response found no room in
-// the host's max_inflight_bytes (limit bytes); err wraps ErrBusy.
+// the host's max_inflight_bytes (limit bytes), or in the server's share of
+// it; err wraps ErrBusy.
 func Busy(server, op string, limit int64, err error) *recovery.Error {
 	return &recovery.Error{Server: server, Op: op, Class: recovery.Application,
-		Reason: fmt.Sprintf("mcpvisor is busy: the responses in flight from all servers fill max_inflight_bytes of the host block (%s), so this call's response was dropped; retry later, or raise max_inflight_bytes",
+		Reason: fmt.Sprintf("mcpvisor is busy: the responses in flight fill max_inflight_bytes of the host block (%s), or this server's share of it, so this call's response was dropped; retry later, or raise max_inflight_bytes",
 			config.FormatSize(limit)),
 		Limit: "max_inflight_bytes", Err: err}
 }
 
-// HoldResponse counts n bytes of a response that arrived whole (a stdio
+// HoldResponse counts n bytes of server's response that arrived whole (a stdio
 // line, a plugin frame) against the budget until the call it answers has
 // been handed on: until ctx, the call's context, or the context it was
 // marked with by HoldResultsFor, is done. It reports false, holding
@@ -350,18 +467,18 @@ func Busy(server, op string, limit int64, err error) *recovery.Error {
 // and is then dropped, and the reader never waits, since waiting would
 // stall every other message of the connection. A nil budget holds nothing
 // and always has room.
-func (b *ResultBudget) HoldResponse(ctx context.Context, n int64) bool {
+func (b *ResultBudget) HoldResponse(ctx context.Context, server string, n int64) bool {
 	if b == nil || n <= 0 {
 		return true
 	}
 	b.mu.Lock()
-	if b.used+n > b.limit {
+	if !b.fits(server, n) {
 		b.mu.Unlock()
 		return false
 	}
-	b.used += n
+	b.take(server, n)
 	b.mu.Unlock()
-	b.holdUntilDone(ctx, n)
+	b.holdUntilDone(ctx, server, n)
 	return true
 }
 

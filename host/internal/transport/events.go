@@ -267,7 +267,7 @@ func (rt *boundedRoundTripper) boundEvents(req *http.Request, resp *http.Respons
 	}
 	body := newEventLimitBody(resp.Body, rt.limit, callID, func() *recovery.Error { return rt.tooLarge(req, -1) }, rt.logger)
 	if ctx := req.Context(); req.Method == http.MethodPost && HoldsResults(ctx) {
-		body.hold = func(n int) bool { return rt.budget.HoldResponse(ctx, int64(n)) }
+		body.hold = func(n int) bool { return rt.budget.HoldResponse(ctx, rt.server, int64(n)) }
 		body.busy = func() *recovery.Error {
 			op := requestMethod(req)
 			rt.logger.Warn("upstream response refused: max_inflight_bytes reached", "op", op, "limit", rt.budget.Limit())

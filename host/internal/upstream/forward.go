@@ -34,6 +34,7 @@ import (
 
 	"github.com/mcpvisor/mcpvisor/host/internal/transport"
 	"github.com/mcpvisor/mcpvisor/host/internal/wire"
+	"github.com/mcpvisor/mcpvisor/host/recovery"
 )
 
 // forwardIDPrefix starts the ids of the requests Forward sends.
@@ -43,19 +44,25 @@ const forwardIDPrefix = "mcpvisor-fwd-"
 // ended.
 var errConnClosed = errors.New("connection closed")
 
-// Forward calls a tool with the downstream's params as JSON (already naming
-// the original tool) for the downstream client d (nil: none), and returns
-// the upstream's result as JSON. On a process-backed upstream speaking a
-// session-based protocol the bytes pass through untouched; otherwise the
-// call takes the SDK path and the result is encoded. Recovery is the same
-// as CallTool's.
-func (s *Supervisor) Forward(ctx context.Context, d Downstream, tool string, params json.RawMessage) (json.RawMessage, error) {
+// Forward sends a tools/call, resources/read or prompts/get (method) with
+// the downstream's params as JSON (already naming the original tool or
+// prompt; name is that name, or the URI) for the downstream client d (nil:
+// none), and returns the upstream's result as JSON. On a process-backed
+// upstream speaking a session-based protocol the bytes pass through
+// untouched; otherwise the call takes the SDK path and the result is
+// encoded again, without HTML escaping (wire.MarshalResult), its encoded
+// size counted against max_inflight_bytes until it has been handed on.
+// Recovery is the same as CallTool's, ReadResource's or GetPrompt's.
+func (s *Supervisor) Forward(ctx context.Context, d Downstream, method, name string, params json.RawMessage) (json.RawMessage, error) {
 	var out json.RawMessage
 	var obs *Call
 	if s.opts.Observer != nil {
-		obs = s.newCall(d, "tools/call", tool, nil)
-		var meta []byte
-		obs.Arguments, meta = paramsMembers(params)
+		var args, meta []byte
+		args, meta = paramsMembers(params)
+		if method == "resources/read" {
+			args = nil
+		}
+		obs = s.newCall(d, method, name, args)
 		if meta != nil && bytes.Contains(meta, []byte("traceparent")) {
 			obs.Traceparent, obs.Tracestate = metaTrace(meta)
 		}
@@ -66,33 +73,69 @@ func (s *Supervisor) Forward(ctx context.Context, d Downstream, tool string, par
 			}
 		}
 	}
-	err := s.exec.do(ctx, d, "tools/call", s.sessions.replayable(tool), obs.wrap(s, func(ctx context.Context, sess *session) error {
+	replayable := true
+	if method == "tools/call" {
+		replayable = s.sessions.replayable(name)
+	}
+	err := s.exec.do(ctx, d, method, replayable, obs.wrap(s, func(ctx context.Context, sess *session) error {
 		if sess.conn != nil {
 			if ir := sess.cs.InitializeResult(); ir != nil && ir.ProtocolVersion < wire.Stateless {
 				var err error
-				out, err = sess.conn.call(ctx, "tools/call", params)
+				out, err = sess.conn.call(ctx, method, params)
 				return err
 			}
 		}
-		var p mcp.CallToolParamsRaw
-		if err := json.Unmarshal(params, &p); err != nil {
-			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
-		}
-		res, err := sdkCallTool(ctx, sess, p.Meta, &p)
+		res, err := s.sdkForward(ctx, sess, method, params)
 		if err != nil {
 			return err
 		}
-		out, err = json.Marshal(res)
-		return err
+		if out, err = wire.MarshalResult(res); err != nil {
+			return err
+		}
+		// The re-encoded copy is held too until the answer is written.
+		if b := s.opts.ResultBudget; transport.HoldsResults(ctx) && !b.HoldResponse(ctx, s.name, int64(len(out))) {
+			out = nil
+			return recovery.WireError(transport.Busy(s.name, method, b.Limit(), transport.ErrBusy))
+		}
+		return nil
 	}))
 	if obs != nil {
 		var result any
 		if out != nil {
 			result = out
 		}
-		s.end(ctx, obs, err, err == nil && resultIsError(out), result)
+		s.end(ctx, obs, err, err == nil && method == "tools/call" && resultIsError(out), result)
 	}
 	return out, err
+}
+
+// sdkForward makes a forwarded call through the go-sdk client session:
+// params are decoded into the SDK's types and the typed result returned.
+func (s *Supervisor) sdkForward(ctx context.Context, sess *session, method string, params json.RawMessage) (any, error) {
+	invalid := func(err error) error {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	switch method {
+	case "tools/call":
+		var p mcp.CallToolParamsRaw
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, invalid(err)
+		}
+		return sdkCallTool(ctx, sess, p.Meta, &p)
+	case "resources/read":
+		var p mcp.ReadResourceParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, invalid(err)
+		}
+		return sess.cs.ReadResource(ctx, forSession(sess, &p, func(p *mcp.ReadResourceParams) *mcp.Meta { return &p.Meta }))
+	case "prompts/get":
+		var p mcp.GetPromptParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, invalid(err)
+		}
+		return sess.cs.GetPrompt(ctx, forSession(sess, &p, func(p *mcp.GetPromptParams) *mcp.Meta { return &p.Meta }))
+	}
+	return nil, fmt.Errorf("forwarding %q: not a method mcpvisor forwards as bytes", method)
 }
 
 // paramsMembers returns the arguments and _meta members of tools/call
@@ -196,7 +239,7 @@ func (c *processConn) call(ctx context.Context, method string, params json.RawMe
 	case resp := <-ch:
 		// Counted against the host's max_inflight_bytes until the caller
 		// has handed the result on, like a response the go-sdk reads.
-		if b := c.s.opts.ResultBudget; resp.Error == nil && transport.HoldsResults(ctx) && !b.HoldResponse(ctx, int64(len(resp.Result))) {
+		if b := c.s.opts.ResultBudget; resp.Error == nil && transport.HoldsResults(ctx) && !b.HoldResponse(ctx, c.s.name, int64(len(resp.Result))) {
 			return nil, c.busy(method)
 		}
 		return responseResult(resp)

@@ -141,7 +141,7 @@ func (c *processConn) hold(resp *jsonrpc.Response) *jsonrpc.Response {
 		return resp
 	}
 	call.stop()
-	if c.s.opts.ResultBudget.HoldResponse(call.ctx, int64(len(resp.Result))) {
+	if c.s.opts.ResultBudget.HoldResponse(call.ctx, c.s.name, int64(len(resp.Result))) {
 		return resp
 	}
 	return &jsonrpc.Response{ID: resp.ID, Error: c.busy(call.method)}

@@ -151,7 +151,7 @@ func callRaw(ctx context.Context, sup *upstream.Supervisor, tool, args string) (
 	if args == "" {
 		args = "{}"
 	}
-	raw, err := sup.Forward(ctx, nil, tool, json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":%s}`, tool, args)))
+	raw, err := sup.Forward(ctx, nil, "tools/call", tool, json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":%s}`, tool, args)))
 	if err != nil {
 		return nil, err
 	}

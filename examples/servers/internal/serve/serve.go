@@ -76,6 +76,9 @@ type Flags struct {
 	// ToolsSuffix, if set, adds a tool named "extra"+ToolsSuffix, so a test
 	// can change the tool set across restarts.
 	ToolsSuffix string
+	// Big adds the tool "big" and the resources big://text/{size}, whose results
+	// are as large as asked and written without HTML escaping (AddBig).
+	Big bool
 	// ExpireAfterCalls, if set, expires each session by message after
 	// that many tools/call requests: every later request on it gets the
 	// JSON-RPC error "Session expired" (ExpiredCode), as servers that
@@ -93,6 +96,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.ForgetSessionsSignal, "forget-sessions-signal", false, "with -http or -sse, drop all sessions on SIGUSR1")
 	fs.BoolVar(&f.Stateless, "stateless", false, "with -http, serve without sessions")
 	fs.BoolVar(&f.JSONResponse, "json-response", false, "with -http, answer requests with application/json instead of an SSE stream")
+	fs.BoolVar(&f.Big, "big", false, "add the tool big and the resources big://text/{size}, whose results are size bytes of char (\"<\" by default), not HTML-escaped")
 	fs.StringVar(&f.ToolsSuffix, "tools-suffix", "", "add a tool named extra`S` (letters, digits, _ . -)")
 	fs.IntVar(&f.ExpireAfterCalls, "expire-after-calls", 0, "expire each session after `K` tools/call requests: later requests on it get the JSON-RPC error \"Session expired\"")
 }

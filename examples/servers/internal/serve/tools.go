@@ -1,7 +1,10 @@
 package serve
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -174,4 +177,80 @@ func AddHangTool(server *mcp.Server) {
 		<-never
 		return nil, nil
 	})
+}
+
+// BigInput is the input of the tool big.
+type BigInput struct {
+	Size int    `json:"size" jsonschema:"how many characters the text has"`
+	Char string `json:"char,omitempty" jsonschema:"the character repeated; < by default"`
+}
+
+// maxBig bounds what big makes, so a mistyped size cannot exhaust memory.
+const maxBig = 256 << 20
+
+// AddBig adds the tool "big", whose result is one text of size copies of
+// char ("<" by default), and the resources big://text/{size}, whose
+// contents are a text of size '<'. The go-sdk's content types encode themselves with json.Marshal,
+// which writes '<' as \u003c; these results are written as bytes instead,
+// so a proxy's own escaping (or re-encoding) shows.
+func AddBig(server *mcp.Server) {
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        "big",
+		Description: "Returns a text of size copies of char (\"<\" by default), written without HTML escaping.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, func(context.Context, *mcp.CallToolRequest, BigInput) (*mcp.CallToolResult, any, error) {
+		return nil, nil, errors.New("big is answered by its middleware")
+	})
+	server.AddResourceTemplate(&mcp.ResourceTemplate{Name: "big", URITemplate: "big://text/{size}", MIMEType: "text/plain"},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return nil, errors.New("big://text is answered by its middleware")
+		})
+	server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch r := req.(type) {
+			case *mcp.CallToolRequest:
+				if r.Params == nil || r.Params.Name != "big" {
+					break
+				}
+				var in BigInput
+				if err := json.Unmarshal(r.Params.Arguments, &in); err != nil {
+					return nil, err
+				}
+				return bigResult(`{"content":[{"type":"text","text":"`, in, `"}]}`)
+			case *mcp.ReadResourceRequest:
+				if r.Params == nil || !strings.HasPrefix(r.Params.URI, "big://text/") {
+					break
+				}
+				in := BigInput{}
+				in.Size, _ = strconv.Atoi(strings.TrimPrefix(r.Params.URI, "big://text/"))
+				return bigResult(`{"contents":[{"uri":`+strconv.Quote(r.Params.URI)+`,"mimeType":"text/plain","text":"`, in, `"}]}`)
+			}
+			return next(ctx, method, req)
+		}
+	})
+}
+
+// rawResult is a result written as its bytes.
+type rawResult struct {
+	mcp.ResultBase
+	raw []byte
+}
+
+func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
+
+func bigResult(head string, in BigInput, tail string) (mcp.Result, error) {
+	if in.Char == "" {
+		in.Char = "<"
+	}
+	if len(in.Char) != 1 || in.Char[0] < 0x20 || in.Char[0] == '"' || in.Char[0] == '\\' || in.Char[0] >= 0x80 {
+		return nil, fmt.Errorf("char %q: one printable ASCII character other than a quote or backslash", in.Char)
+	}
+	if in.Size < 0 || in.Size > maxBig {
+		return nil, fmt.Errorf("size %d: between 0 and %d", in.Size, maxBig)
+	}
+	b := make([]byte, 0, len(head)+in.Size+len(tail))
+	b = append(b, head...)
+	b = append(b, bytes.Repeat([]byte(in.Char), in.Size)...)
+	b = append(b, tail...)
+	return &rawResult{raw: b}, nil
 }
