@@ -64,6 +64,48 @@ func TestStoppedServerIsReplacedThroughTheBinary(t *testing.T) {
 	}
 }
 
+// Regression (#33, item 1, as checked from outside): with the shipped
+// defaults (a 300 s call timeout, no health block) a client whose calls
+// give up after a few seconds meets a stopped server; each abandoned
+// call is followed by a ping, and the unanswered ping replaces the
+// process (reason unresponsive), so the client's calls succeed again with
+// no manual action. Before, nothing counted a caller's shorter deadline:
+// the server stayed stopped behind two 300 s timeouts.
+func TestStoppedServerIsReplacedForShortDeadlines(t *testing.T) {
+	mv := startMcpvisor(t, fmt.Sprintf("server \"stuck\" {\n  command = %s\n}\n", hclString(bins["echo"])))
+	cs := connectClient(t, mv)
+	waitTool(t, cs, "stuck__echo")
+	old := mv.failureStatus(t, "stuck").Pid
+	if old <= 0 {
+		t.Fatalf("no pid in status")
+	}
+	if err := syscall.Kill(old, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(old, syscall.SIGKILL) })
+	failed := 0
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		_, err := callText(cs, "stuck__echo", map[string]any{"text": "alive?"}, 3*time.Second)
+		if err == nil {
+			break
+		}
+		failed++
+		if time.Now().After(deadline) {
+			t.Fatalf("no call succeeded in 120s after SIGSTOP; %d failed, the last: %v", failed, err)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no call failed: the stopped server answered")
+	}
+	if st := mv.failureStatus(t, "stuck"); st.Pid == old || st.State != "ready" {
+		t.Errorf("after the replacement: %+v; want ready on a new pid", st)
+	}
+	if v := mv.labeledMetric(t, "mcpvisor_server_restarts_total", `reason="unresponsive"`, `server="stuck"`); v < 1 {
+		t.Errorf(`mcpvisor_server_restarts_total{reason="unresponsive"} = %v, want ≥ 1`, v)
+	}
+}
+
 // Regression (#33, items 3 and 4): a server that parked at its first
 // start never listed its tools, so clients do not see them; a call to
 // NAME__tool still reaches it and succeeds within its deadline once the

@@ -193,7 +193,7 @@ type callTarget struct {
 	params       json.RawMessage
 }
 
-// forwardTarget decides whether a tools/call with params can be forwarded:
+// forwardTargetOf decides whether a call of method with params can be forwarded:
 // its tool is known and it carries no progress token (progress is
 // forwarded by the SDK path). Params are valid JSON (the connection decoded
 // them); one walk of their top level finds the name, and everything else
@@ -206,13 +206,9 @@ type callTarget struct {
 // sees one name; forwarded as bytes, an upstream that matches keys
 // case-insensitively (Go's encoding/json) could run a tool other than the
 // one the registry allowed.
-func (g *Gateway) forwardTarget(params json.RawMessage) (callTarget, bool) {
-	return g.forwardTargetOf("tools/call", params)
-}
-
-// forwardTargetOf is forwardTarget for method: tools/call, prompts/get
-// (named by "name", renamed to the original) or resources/read (named by
-// "uri", never renamed).
+//
+// Methods: tools/call, prompts/get (named by "name", renamed to the
+// original) or resources/read (named by "uri", never renamed).
 func (g *Gateway) forwardTargetOf(method string, params json.RawMessage) (callTarget, bool) {
 	nameKey := "name"
 	if method == "resources/read" {

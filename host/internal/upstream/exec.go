@@ -136,6 +136,9 @@ func (e *executor) do(ctx context.Context, d Downstream, op string, replayable b
 	e.idle.release(sess)
 	f := recovery.Failure{Stage: recovery.FirstTry, Class: classify(ctx, sess, err), Replayable: replayable, Stalled: sess.stalled(), NotSent: recovery.NotSent(err)}
 	f.Unanswered = f.Class == recovery.Timeout && e.unanswered(op, sess, sent, own, probe)
+	if f.Class == recovery.Canceled || (f.Class == recovery.Timeout && !own) {
+		e.abandoned(op, sess, sent)
+	}
 	dec := recovery.Decide(f)
 	if dec.SessionFailed && e.in.isStopping() {
 		return e.stoppedOp(op)
@@ -209,6 +212,45 @@ func (e *executor) unanswered(op string, sess *session, sent time.Time, own, pro
 	}
 	e.logger.Warn("server not answering (nor a ping); replacing it", "reason", RestartUnresponsive, "op", op, "timeouts_in_a_row", n, "half_open_probe", probe, "generation", sess.gen)
 	return true
+}
+
+// abandoned follows a call whose caller gave up on it (its own shorter
+// deadline, or a cancel) after at least abandonedAfter with no answer
+// from the server since it was sent: a ping in the background, and if
+// that gets no answer within abandonedPingTimeout either, with nothing
+// else read from the server meanwhile, the session ends as
+// unresponsive and the process is replaced (docs/supervision.md,
+// "Liveness"). Callers with short deadlines are how most clients
+// meet a hung server; without this a hung server behind a 300 s call
+// timeout would wait for two of those. The call itself is never retried
+// (a cancel never triggers recovery); the ping only tells whether the
+// server still answers. One check per session at a time.
+func (e *executor) abandoned(op string, sess *session, sent time.Time) {
+	if time.Since(sent) < abandonedAfter || sess.answeredAt() >= sent.UnixNano() || !sess.checking.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer sess.checking.Store(false)
+		pinged := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), abandonedPingTimeout)
+		defer cancel()
+		err := sess.cs.Ping(ctx, nil)
+		var rpcErr *jsonrpc.Error
+		switch {
+		case err == nil || errors.As(err, &rpcErr):
+			sess.lastAnswer.Store(time.Now().UnixNano())
+			return
+		case ctx.Err() == nil, sess.isDead(), sess.answeredAt() >= pinged.UnixNano():
+			// Failed otherwise (the session's own failure is reported
+			// where it is found), ended, or answered meanwhile.
+			return
+		}
+		e.logger.Warn("server not answering a call its caller gave up on, nor a ping; replacing it", "reason", RestartUnresponsive,
+			"op", op, "ping_timeout", abandonedPingTimeout, "generation", sess.gen)
+		err = fmt.Errorf("%w: %s got no answer before its caller gave up, nor a ping within %s", errUnresponsive, op, abandonedPingTimeout)
+		e.life.recordError(err)
+		e.reportFailed(sess.gen, err)
+	}()
 }
 
 // hold holds sess for an attempt of operation op (idle.go: idler.hold).

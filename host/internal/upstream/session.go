@@ -138,6 +138,9 @@ type session struct {
 	lastAnswer     atomic.Int64
 	unanswered     atomic.Int32
 	lastUnanswered atomic.Int64
+	// checking is set while a call its caller gave up on is followed by
+	// a ping (executor.abandoned).
+	checking atomic.Bool
 	// expired is set when the server expired the session (a 404 for it,
 	// or an allow-listed message): not a failure of the server, so its
 	// end spends no retry budget (run, lifecycle.go).

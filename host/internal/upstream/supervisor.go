@@ -155,6 +155,11 @@ const (
 	// most the cap.
 	livenessPingFloor = 2 * time.Second
 	livenessPingCap   = 10 * time.Second
+	// abandonedAfter is how long a call must have gone unanswered before
+	// its caller gave up for a ping to follow it, and abandonedPingTimeout
+	// bounds that ping (executor.abandoned).
+	abandonedAfter       = time.Second
+	abandonedPingTimeout = 5 * time.Second
 
 	// processExitGrace is how long a broken process-backed session waits for
 	// the process's exit to be reported, so status shows the exit status
