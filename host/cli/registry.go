@@ -127,7 +127,7 @@ func addFromRegistry(name, ref, use string, oauth bool, path string, stdio IO) i
 	sj := entry.Server
 	spec, needs, from, err := specFromServerJSON(name, sj, use)
 	if err != nil {
-		return fail(ExitUsage, "%s@%s from %s: %s", termSafe(sj.Name), termSafe(sj.Version), client.URL(), termSafeErr(err))
+		return fail(ExitRuntime, "%s@%s from %s: %s", termSafe(sj.Name), termSafe(sj.Version), client.URL(), termSafeErr(err))
 	}
 	if oauth {
 		if spec.url == nil {
