@@ -239,13 +239,18 @@ func specFromServerJSON(name string, sj mcpregistry.ServerJSON, use string) (ser
 		}
 		return spec, r.needs, fmt.Sprintf("the %s package %s", p.RegistryType, termSafe(p.Identifier)), nil
 	}
-	if use == "" || use == "remote" {
-		for _, rm := range sj.Remotes {
-			if err := r.remote(&spec, rm); err != nil {
-				return spec, nil, "", fmt.Errorf("its remote %s: %w", termSafe(rm.URL), err)
+	if (use == "" || use == "remote") && len(sj.Remotes) > 0 {
+		rm := sj.Remotes[0]
+		for _, c := range sj.Remotes { // the first one mcpvisor can reach
+			if c.Type == mcpregistry.TransportStreamableHTTP || c.Type == mcpregistry.TransportSSE {
+				rm = c
+				break
 			}
-			return spec, r.needs, fmt.Sprintf("the %s remote %s", rm.Type, termSafe(rm.URL)), nil
 		}
+		if err := r.remote(&spec, rm); err != nil {
+			return spec, nil, "", fmt.Errorf("its remote %s: %w", termSafe(rm.URL), err)
+		}
+		return spec, r.needs, fmt.Sprintf("the %s remote %s", termSafe(rm.Type), termSafe(rm.URL)), nil
 	}
 	offered := offers(sj)
 	if use != "" {
