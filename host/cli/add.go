@@ -76,20 +76,115 @@ var credentialHeader = regexp.MustCompile(`(?i)^(authorization|proxy-authorizati
 // serverSpec is the server block `add` writes.
 type serverSpec struct {
 	name      string
-	command   string   // stdio
-	args      []string // stdio
-	env       []string // variable names, stdio
-	url       string   // HTTP
-	transport string   // HTTP: "" or "sse"
+	command   string  // stdio
+	args      []value // stdio
+	env       []envSpec
+	url       value  // HTTP
+	transport string // HTTP: "" or "sse"
 	headers   []headerSpec
 	oauth     bool
 }
 
-// headerSpec is one -header: its value's literal text and variable
-// references, in order.
+// envSpec is one entry of a stdio server's env: its value is env("NAME")
+// for -env NAME, and what server.json says for `add -registry`.
+type envSpec struct {
+	name  string
+	value value
+}
+
+// headerSpec is one header: its literal text and variable references, in
+// order.
 type headerSpec struct {
 	name  string
-	value string
+	value value
+}
+
+// value is an attribute's value as `add` writes it: literal text and
+// env("NAME") references, in order — never a secret's value.
+type value []valuePart
+
+// valuePart is literal text, or (env set) a reference to the variable env.
+type valuePart struct {
+	text string
+	env  string
+}
+
+// literal is the value s, as it is.
+func literal(s string) value { return value{{text: s}} }
+
+// envValue is the value env("name").
+func envValue(name string) value { return value{{env: name}} }
+
+// refs are the variables v reads, in order.
+func (v value) refs() []string {
+	var names []string
+	for _, p := range v {
+		if p.env != "" {
+			names = append(names, p.env)
+		}
+	}
+	return names
+}
+
+// isLiteral reports whether v reads no variable.
+func (v value) isLiteral() bool { return len(v.refs()) == 0 }
+
+// String is v as literal text, for messages: references as ${NAME}.
+func (v value) String() string {
+	var b strings.Builder
+	for _, p := range v {
+		if p.env != "" {
+			b.WriteString("${" + p.env + "}")
+		} else {
+			b.WriteString(p.text)
+		}
+	}
+	return b.String()
+}
+
+// headerTemplate is a -header value: its literal text, and a reference
+// for each $NAME or ${NAME} in it.
+func headerTemplate(v string) value {
+	var out value
+	last := 0
+	for _, loc := range headerVarRef.FindAllStringSubmatchIndex(v, -1) {
+		if loc[0] > last {
+			out = append(out, valuePart{text: v[last:loc[0]]})
+		}
+		if loc[2] >= 0 {
+			out = append(out, valuePart{env: v[loc[2]:loc[3]]}) // ${NAME}
+		} else {
+			out = append(out, valuePart{env: v[loc[4]:loc[5]]}) // $NAME
+		}
+		last = loc[1]
+	}
+	if last < len(v) || len(out) == 0 {
+		out = append(out, valuePart{text: v[last:]})
+	}
+	return out
+}
+
+// vars are the variables the block reads, each once, in order.
+func (s serverSpec) vars() []string {
+	var all []string
+	add := func(v value) {
+		for _, n := range v.refs() {
+			if !slices.Contains(all, n) {
+				all = append(all, n)
+			}
+		}
+	}
+	for _, e := range s.env {
+		add(e.value)
+	}
+	for _, a := range s.args {
+		add(a)
+	}
+	add(s.url)
+	for _, h := range s.headers {
+		add(h.value)
+	}
+	return all
 }
 
 // repeated is a flag given any number of times.
@@ -99,12 +194,14 @@ func (r *repeated) String() string     { return strings.Join(*r, ", ") }
 func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 func addCmd(args []string, stdio IO) int {
-	fs, path := newFlags("add", stdio)
+	fs, pathFlag := newFlags("add", stdio)
 	var envs, headers repeated
 	fs.Var(&envs, "env", "pass the environment variable `NAME` to the server (repeatable); written as env(\"NAME\"), never its value")
 	fs.Var(&headers, "header", "send the HTTP header `'Name: value'` (repeatable); $VAR or ${VAR} in the value is read from the environment")
 	oauth := fs.Bool("oauth", false, "log in with OAuth (adds an oauth {} block; then run: mcpvisor login NAME)")
 	transport := fs.String("transport", "", "with a URL: `sse` for a server that only speaks the legacy HTTP+SSE transport")
+	fromRegistry := fs.String("registry", "", "add the server the MCP registry lists as `SERVER_NAME[@VERSION]` (docs/registry.md)")
+	use := fs.String("use", "", "with -registry: run its `npm`, `pypi` or `oci` package, or reach its `remote` (default: the first of these server.json offers)")
 
 	var command []string
 	hasCommand := false
@@ -118,7 +215,7 @@ func addCmd(args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor add: "+format+"\nRun \"mcpvisor help add\" for its arguments, options and examples.\n", a...)
 		return ExitUsage
 	}
-	if !hasCommand {
+	if !hasCommand && !flagGiven(args, "registry") {
 		if name, cmd, ok := commandWithoutDashes(fs, args); ok {
 			return usageErr("%q looks like a command and its arguments: put -- before the command, so that its flags are not read as mcpvisor's:\n  mcpvisor add %s -- %s", termSafe(cmd[0]), termSafe(name), termSafe(strings.Join(cmd, " ")))
 		}
@@ -127,10 +224,20 @@ func addCmd(args []string, stdio IO) int {
 	if err != nil {
 		return ExitUsage
 	}
+	path := *pathFlag
 	spec := serverSpec{oauth: *oauth, transport: *transport}
 	switch {
 	case len(pos) > 0 && !serverName.MatchString(pos[0]):
 		return usageErr("server name %q: use letters, digits, - and _ (it prefixes the server's tools)", termSafe(pos[0]))
+	case len(pos) == 0 && *fromRegistry != "":
+		return usageErr("missing the server's NAME: mcpvisor add NAME -registry %s", termSafe(*fromRegistry))
+	case *fromRegistry != "":
+		if hasCommand || len(pos) > 1 || len(envs) > 0 || len(headers) > 0 || spec.transport != "" {
+			return usageErr("-registry takes the command, URL, environment and headers from the registry's server.json: give only NAME (edit the block afterwards to change them)")
+		}
+		return addFromRegistry(pos[0], *fromRegistry, *use, spec.oauth, path, stdio)
+	case *use != "":
+		return usageErr("-use picks a package of a -registry server; give -registry SERVER_NAME too")
 	case len(pos) == 0:
 		return usageErr("missing the server's NAME: mcpvisor add NAME -- COMMAND [ARGS…] or mcpvisor add NAME URL")
 	case hasCommand && len(pos) > 1:
@@ -138,21 +245,24 @@ func addCmd(args []string, stdio IO) int {
 	case hasCommand && len(command) == 0:
 		return usageErr("missing the command after \"--\"")
 	case hasCommand:
-		spec.name, spec.command, spec.args = pos[0], command[0], command[1:]
+		spec.name, spec.command = pos[0], command[0]
+		for _, a := range command[1:] {
+			spec.args = append(spec.args, literal(a))
+		}
 	case len(pos) == 1:
 		return usageErr("missing what to run: add \"-- COMMAND [ARGS…]\" for a local server or a URL for a remote one")
 	case len(pos) > 2:
 		return usageErr("unexpected argument %q; to run a command, put \"--\" before it", termSafe(pos[2]))
 	default:
-		spec.name, spec.url = pos[0], pos[1]
-		if !strings.HasPrefix(spec.url, "http://") && !strings.HasPrefix(spec.url, "https://") {
-			return usageErr("%q is no http:// or https:// URL; to run a command, put \"--\" before it", termSafe(spec.url))
+		spec.name, spec.url = pos[0], literal(pos[1])
+		if !strings.HasPrefix(pos[1], "http://") && !strings.HasPrefix(pos[1], "https://") {
+			return usageErr("%q is no http:// or https:// URL; to run a command, put \"--\" before it", termSafe(pos[1]))
 		}
 	}
-	if spec.url == "" && (len(headers) > 0 || spec.oauth || spec.transport != "") {
+	if spec.url == nil && (len(headers) > 0 || spec.oauth || spec.transport != "") {
 		return usageErr("-header, -oauth and -transport are for a server at a URL, not for a command")
 	}
-	if spec.url != "" && len(envs) > 0 {
+	if spec.url != nil && len(envs) > 0 {
 		return usageErr("-env is for a command's environment; a server at a URL takes -header 'Name: ${VAR}'")
 	}
 	if spec.transport != "" && spec.transport != string(config.TransportSSE) {
@@ -169,7 +279,7 @@ func addCmd(args []string, stdio IO) int {
 			// "Secrets").
 			stored = append(stored, [2]string{name, value})
 		}
-		spec.env = append(spec.env, name)
+		spec.env = append(spec.env, envSpec{name: name, value: envValue(name)})
 	}
 	for _, h := range headers {
 		name, value, ok := strings.Cut(h, ":")
@@ -185,11 +295,22 @@ func addCmd(args []string, stdio IO) int {
 		}
 		if credentialHeader.MatchString(name) && !headerVarRef.MatchString(value) {
 			return usageErr("-header %s: its value looks like a credential, and mcpvisor add never writes one into %s, where it would sit in clear;\n"+
-				"name an environment variable instead, in single quotes so the shell leaves it: -header '%s: Bearer ${TOKEN}' (written as env(\"TOKEN\")), and export TOKEN in the environment mcpvisor runs in", termSafe(name), *path, termSafe(name))
+				"name an environment variable instead, in single quotes so the shell leaves it: -header '%s: Bearer ${TOKEN}' (written as env(\"TOKEN\")), and export TOKEN in the environment mcpvisor runs in", termSafe(name), path, termSafe(name))
 		}
-		spec.headers = append(spec.headers, headerSpec{name: name, value: value})
+		spec.headers = append(spec.headers, headerSpec{name: name, value: headerTemplate(value)})
 	}
+	return addServer(spec, stored, path, stdio)
+}
 
+// addServer appends spec's block to the config at path, after storing the
+// secrets in stored, says which variables the server reads and where it
+// finds them, and reloads the running hosts: the one path of `add`,
+// whether the block came from the command line or from the registry.
+func addServer(spec serverSpec, stored [][2]string, path string, stdio IO) int {
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stdio.Stderr, "mcpvisor add: "+format+"\nRun \"mcpvisor help add\" for its arguments, options and examples.\n", a...)
+		return ExitUsage
+	}
 	block, err := spec.block()
 	if err != nil {
 		return usageErr("%s", termSafeErr(err))
@@ -203,22 +324,22 @@ func addCmd(args []string, stdio IO) int {
 				if err = store.Set(kv[0], kv[1]); err != nil {
 					break
 				}
-				fmt.Fprintf(stdio.Stderr, "stored the value of %s in %s (not in %s)\n", kv[0], store.Backend(), *path)
+				fmt.Fprintf(stdio.Stderr, "stored the value of %s in %s (not in %s)\n", kv[0], store.Backend(), path)
 			}
 		}
 		if err != nil {
-			fmt.Fprintf(stdio.Stderr, "mcpvisor add: %s\nNothing was changed in %s.\n", termSafeErr(err), *path)
+			fmt.Fprintf(stdio.Stderr, "mcpvisor add: %s\nNothing was changed in %s.\n", termSafeErr(err), path)
 			return ExitRuntime
 		}
 	}
-	if err := makeUserConfigDir(*path, stdio); err != nil {
+	if err := makeUserConfigDir(path, stdio); err != nil {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor add: %s\n", err)
 		return ExitRuntime
 	}
-	fmt.Fprintf(stdio.Stderr, "validating %s with server %q added…\n", *path, termSafe(spec.name))
-	code := editConfig(*path, true, stdio, func(src []byte, f *hclwrite.File) ([]byte, error) {
+	fmt.Fprintf(stdio.Stderr, "validating %s with server %q added…\n", path, termSafe(spec.name))
+	code := editConfig(path, true, stdio, func(src []byte, f *hclwrite.File) ([]byte, error) {
 		if findServer(f, spec.name) != nil {
-			return nil, fmt.Errorf("a server %q is already in %s; pick another name, or run `mcpvisor remove %s` first", spec.name, *path, spec.name)
+			return nil, fmt.Errorf("a server %q is already in %s; pick another name, or run `mcpvisor remove %s` first", spec.name, path, spec.name)
 		}
 		out := bytes.Clone(src)
 		if len(out) > 0 && !bytes.HasSuffix(out, []byte("\n")) {
@@ -232,14 +353,8 @@ func addCmd(args []string, stdio IO) int {
 	if code != ExitOK {
 		return code
 	}
-	fmt.Fprintf(stdio.Stdout, "added server %q to %s\n", spec.name, *path)
-	vars := append([]string(nil), spec.env...)
-	for _, h := range spec.headers {
-		for _, m := range headerVarRef.FindAllStringSubmatch(h.value, -1) {
-			vars = append(vars, cmp.Or(m[1], m[2]))
-		}
-	}
-	for _, v := range vars {
+	fmt.Fprintf(stdio.Stdout, "added server %q to %s\n", spec.name, path)
+	for _, v := range spec.vars() {
 		if slices.ContainsFunc(stored, func(kv [2]string) bool { return kv[0] == v }) {
 			continue
 		}
@@ -258,35 +373,36 @@ func addCmd(args []string, stdio IO) int {
 	if spec.oauth {
 		fmt.Fprintf(stdio.Stdout, "  it logs in with OAuth: run `mcpvisor login %s`\n", spec.name)
 	}
-	return reloadHosts(*path, spec.name, false, stdio)
+	return reloadHosts(path, spec.name, false, stdio)
 }
 
 func removeCmd(args []string, stdio IO) int {
-	fs, path := newFlags("remove", stdio)
+	fs, pathFlag := newFlags("remove", stdio)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return ExitUsage
 	}
+	path := *pathFlag
 	if len(pos) != 1 {
 		fmt.Fprintf(stdio.Stderr, "mcpvisor remove: want one server NAME, got %d argument(s)\nRun \"mcpvisor help remove\" for its arguments, options and examples.\n", len(pos))
 		return ExitUsage
 	}
 	name := pos[0]
-	fmt.Fprintf(stdio.Stderr, "validating %s without server %q…\n", *path, termSafe(name))
-	code := editConfig(*path, false, stdio, func(src []byte, f *hclwrite.File) ([]byte, error) {
+	fmt.Fprintf(stdio.Stderr, "validating %s without server %q…\n", path, termSafe(name))
+	code := editConfig(path, false, stdio, func(src []byte, f *hclwrite.File) ([]byte, error) {
 		if findServer(f, name) == nil {
 			if s := suggest(name, serverNames(f)); s != "" {
-				return nil, fmt.Errorf("no server %q in %s; did you mean %q? (mcpvisor remove %s)", termSafe(name), *path, s, s)
+				return nil, fmt.Errorf("no server %q in %s; did you mean %q? (mcpvisor remove %s)", termSafe(name), path, s, s)
 			}
-			return nil, fmt.Errorf("no server %q in %s; `mcpvisor status` lists the servers", termSafe(name), *path)
+			return nil, fmt.Errorf("no server %q in %s; `mcpvisor status` lists the servers", termSafe(name), path)
 		}
 		return cutServer(src, name)
 	})
 	if code != ExitOK {
 		return code
 	}
-	fmt.Fprintf(stdio.Stdout, "removed server %q from %s\n", name, *path)
-	return reloadHosts(*path, name, true, stdio)
+	fmt.Fprintf(stdio.Stdout, "removed server %q from %s\n", name, path)
+	return reloadHosts(path, name, true, stdio)
 }
 
 // block is the server block, formatted.
@@ -296,32 +412,41 @@ func (s serverSpec) block() ([]byte, error) {
 	if s.command != "" {
 		b.SetAttributeValue("command", cty.StringVal(s.command))
 		if len(s.args) > 0 {
-			vals := make([]cty.Value, len(s.args))
+			elems := make([]hclwrite.Tokens, len(s.args))
 			for i, a := range s.args {
-				vals[i] = cty.StringVal(a)
+				t, err := a.tokens()
+				if err != nil {
+					return nil, fmt.Errorf("argument %q: %w", a, err)
+				}
+				elems[i] = t
 			}
-			b.SetAttributeValue("args", cty.ListVal(vals))
+			b.SetAttributeRaw("args", hclwrite.TokensForTuple(elems))
 		}
 		if len(s.env) > 0 {
 			var attrs []hclwrite.ObjectAttrTokens
-			for _, n := range s.env {
-				attrs = append(attrs, hclwrite.ObjectAttrTokens{
-					Name:  hclwrite.TokensForIdentifier(n),
-					Value: hclwrite.TokensForFunctionCall("env", hclwrite.TokensForValue(cty.StringVal(n))),
-				})
+			for _, e := range s.env {
+				t, err := e.value.tokens()
+				if err != nil {
+					return nil, fmt.Errorf("env %s: %w", e.name, err)
+				}
+				attrs = append(attrs, hclwrite.ObjectAttrTokens{Name: hclwrite.TokensForIdentifier(e.name), Value: t})
 			}
 			b.SetAttributeRaw("env", hclwrite.TokensForObject(attrs))
 		}
 	}
-	if s.url != "" {
-		b.SetAttributeValue("url", cty.StringVal(s.url))
+	if s.url != nil {
+		t, err := s.url.tokens()
+		if err != nil {
+			return nil, fmt.Errorf("url: %w", err)
+		}
+		b.SetAttributeRaw("url", t)
 		if s.transport != "" {
 			b.SetAttributeValue("transport", cty.StringVal(s.transport))
 		}
 		if len(s.headers) > 0 {
 			var attrs []hclwrite.ObjectAttrTokens
 			for _, h := range s.headers {
-				v, err := headerValue(h.value)
+				v, err := h.value.tokens()
 				if err != nil {
 					return nil, fmt.Errorf("-header %s: %w", h.name, err)
 				}
@@ -337,34 +462,31 @@ func (s serverSpec) block() ([]byte, error) {
 	return hclwrite.Format(f.Bytes()), nil
 }
 
-// headerValue is the expression of a header value: its literal text, and
-// env("NAME") for each $NAME or ${NAME} in it.
-func headerValue(v string) (hclwrite.Tokens, error) {
-	if m := headerVarRef.FindStringSubmatch(v); m != nil && m[0] == v {
-		return hclwrite.TokensForFunctionCall("env", hclwrite.TokensForValue(cty.StringVal(cmp.Or(m[1], m[2])))), nil
+// tokens is the expression of v: a string, env("NAME"), or a template of
+// literal text and ${env("NAME")}.
+func (v value) tokens() (hclwrite.Tokens, error) {
+	if v.isLiteral() {
+		return hclwrite.TokensForValue(cty.StringVal(v.String())), nil
+	}
+	if len(v) == 1 {
+		return hclwrite.TokensForFunctionCall("env", hclwrite.TokensForValue(cty.StringVal(v[0].env))), nil
 	}
 	var src strings.Builder
 	src.WriteString(`v = "`)
-	last := 0
-	for _, loc := range headerVarRef.FindAllStringSubmatchIndex(v, -1) {
-		lit := templateLiteral(v[last:loc[0]])
-		if strings.HasSuffix(lit, "$") {
+	for i, p := range v {
+		if p.env != "" {
+			fmt.Fprintf(&src, `${env(%q)}`, p.env)
+			continue
+		}
+		lit := templateLiteral(p.text)
+		if strings.HasSuffix(lit, "$") && i+1 < len(v) {
 			// "$" then "${" would read as the escape "$${".
 			lit = strings.TrimSuffix(lit, "$") + `${"$"}`
 		}
 		src.WriteString(lit)
-		var name string
-		if loc[2] >= 0 {
-			name = v[loc[2]:loc[3]] // ${NAME}
-		} else {
-			name = v[loc[4]:loc[5]] // $NAME
-		}
-		fmt.Fprintf(&src, `${env(%q)}`, name)
-		last = loc[1]
 	}
-	src.WriteString(templateLiteral(v[last:]))
 	src.WriteString("\"\n")
-	f, diags := hclwrite.ParseConfig([]byte(src.String()), "header", hcl.InitialPos)
+	f, diags := hclwrite.ParseConfig([]byte(src.String()), "value", hcl.InitialPos)
 	if diags.HasErrors() {
 		return nil, errors.New("its value cannot be written as an HCL string")
 	}

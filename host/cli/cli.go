@@ -12,6 +12,7 @@
 //	import      turn a Claude Desktop / .mcp.json / Cursor config into HCL
 //	add         add a server block to the config and reload running hosts
 //	remove      remove a server block and reload running hosts
+//	search      find servers in the MCP registry (add them with add -registry)
 //	client      install mcpvisor into a desktop client's MCP config
 //	login       log in to an OAuth server
 //	logout      forget an OAuth server's tokens
@@ -120,6 +121,8 @@ func dispatch(cmd string, rest []string, stdio IO) int {
 		return addCmd(rest, stdio)
 	case "remove":
 		return removeCmd(rest, stdio)
+	case "search":
+		return searchCmd(rest, stdio)
 	case "client":
 		return clientCmd(rest, stdio)
 	case "ui":

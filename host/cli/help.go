@@ -26,7 +26,7 @@ type command struct {
 }
 
 // commandOrder is the order `mcpvisor help` lists the commands in.
-var commandOrder = []string{"run", "validate", "tools", "call", "status", "logs", "revive", "restart", "ui", "add", "remove", "import", "client", "login", "logout", "secret", "sandbox", "plugins", "policy", "completion", "version", "help"}
+var commandOrder = []string{"run", "validate", "tools", "call", "status", "logs", "revive", "restart", "ui", "search", "add", "remove", "import", "client", "login", "logout", "secret", "sandbox", "plugins", "policy", "completion", "version", "help"}
 
 // commands describes every command; Run dispatches them.
 var commands = map[string]command{
@@ -100,21 +100,36 @@ var commands = map[string]command{
 	},
 	"add": {
 		summary:  "add a server to the configuration and to the running hosts",
-		synopsis: "mcpvisor add [-config FILE] NAME [-env NAME]… -- COMMAND [ARGS…]\n       mcpvisor add [-config FILE] NAME URL [-header 'Name: value']… [-oauth] [-transport sse]",
-		args: "NAME     the server block's name (its tools are exposed as NAME__TOOL)\n" +
-			"COMMAND  the server to run over stdio, after \"--\", with its arguments\n" +
-			"URL      the http:// or https:// address of a remote server",
+		synopsis: "mcpvisor add [-config FILE] NAME [-env NAME]… -- COMMAND [ARGS…]\n       mcpvisor add [-config FILE] NAME URL [-header 'Name: value']… [-oauth] [-transport sse]\n       mcpvisor add [-config FILE] NAME -registry SERVER_NAME[@VERSION] [-use npm|pypi|oci|remote] [-oauth]",
+		args: "NAME         the server block's name (its tools are exposed as NAME__TOOL)\n" +
+			"COMMAND      the server to run over stdio, after \"--\", with its arguments\n" +
+			"URL          the http:// or https:// address of a remote server\n" +
+			"SERVER_NAME  a server of the MCP registry, as `mcpvisor search` lists it (latest version by default)",
 		about: "Appends a server block to the file (created when missing), keeping the rest byte for byte,\n" +
 			"checks the result and replaces the file only when it is valid, then asks every running host\n" +
 			"serving it to reload and waits for the server to be ready. Secrets stay out of the file:\n" +
 			"-env NAME writes env(\"NAME\") (a value, -env NAME=VALUE, is refused), and a header value\n" +
-			"names variables as $VAR or ${VAR}; a credential header with a literal value is refused.",
+			"names variables as $VAR or ${VAR}; a credential header with a literal value is refused.\n" +
+			"With -registry the block comes from the registry's server.json (npx, uvx or docker run, or\n" +
+			"its remote); the secrets it asks for are prompted for on a terminal and kept in the secret store.",
 		examples: []string{
+			"mcpvisor add airtable -registry io.github.domdomegg/airtable-mcp-server",
+			"mcpvisor add time -registry io.github.domdomegg/time-mcp-pypi@1.0.6 -use pypi",
 			"mcpvisor add fs -- npx -y @modelcontextprotocol/server-filesystem ~/src",
 			"mcpvisor add github -env GITHUB_PERSONAL_ACCESS_TOKEN -- npx -y @modelcontextprotocol/server-github",
 			"mcpvisor add notion https://mcp.notion.com/mcp -oauth",
 			"mcpvisor add api https://api.example.com/mcp -header 'Authorization: Bearer ${API_TOKEN}'",
 		},
+	},
+	"search": {
+		summary:  "find servers in the MCP registry",
+		synopsis: "mcpvisor search [-config FILE] [-limit N] QUERY\n       mcpvisor search [-config FILE] -versions SERVER_NAME",
+		args:     "QUERY        a part of the server names to find (3 characters or more)\nSERVER_NAME  with -versions, the server whose versions to list",
+		about: "Asks the MCP registry of the host block's registry { url } (default the official\n" +
+			"https://registry.modelcontextprotocol.io) and lists the latest version of each matching\n" +
+			"server, with what it offers (npm, pypi, oci packages, remotes). `mcpvisor add NAME -registry\n" +
+			"SERVER_NAME` adds one.",
+		examples: []string{"mcpvisor search filesystem", "mcpvisor search -versions io.github.domdomegg/airtable-mcp-server"},
 	},
 	"remove": {
 		summary:  "remove a server from the configuration and from the running hosts",

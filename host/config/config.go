@@ -221,6 +221,9 @@ type Host struct {
 	// search meta-tools and the pinned tools (docs/discovery.md). A server
 	// block's own Discovery.Mode wins for its tools.
 	Discovery Discovery
+	// Registry is the MCP registry `mcpvisor search` and `add -registry`
+	// ask (docs/registry.md).
+	Registry Registry
 
 	// SessionIdleTimeout closes a downstream HTTP session that has seen no
 	// request for this long (a client that went away without DELETE).
@@ -640,6 +643,15 @@ type Metrics struct {
 	MaxNamesPerServer int
 	// MaxNames bounds them for all servers together (default 5000).
 	MaxNames int
+}
+
+// Registry is the host's `registry { … }` block: the MCP registry the
+// CLI reads server.json entries from (docs/registry.md). The host itself
+// never asks it.
+type Registry struct {
+	// URL is the registry's base URL, its REST API under /v0; "" means the
+	// official registry (mcpregistry.DefaultURL).
+	URL string
 }
 
 // Console is the host's `console { … }` block: bounds on the web console

@@ -338,6 +338,18 @@ func (d *decoder) host(rh *hostSchema, h *Host) {
 			at("console.recent_calls", rc.RecentCalls)
 		}
 	}
+	if rr := rh.Registry; rr != nil {
+		v, ok := d.str(rr.URL, "url")
+		switch {
+		case !ok:
+		case !validRegistryURL(v):
+			d.errorf(rr.URL.Range().Ptr(), "Invalid registry URL",
+				fmt.Sprintf("url in the host block's registry block is %q; it must be an http:// or https:// URL, the registry's base URL without /v0, such as \"https://registry.modelcontextprotocol.io\" (remove the block for that default).", v))
+		default:
+			h.Registry.URL = v
+			at("registry.url", rr.URL)
+		}
+	}
 	if rh.Auth != nil {
 		d.src.host["auth"] = rh.Auth.DefRange
 		before := len(d.diags)
@@ -808,4 +820,11 @@ func (d *decoder) discovery(rd *discoverySchema, at func(string, hcl.Expression)
 		at(prefix+"pin", rd.Pin)
 	}
 	return out
+}
+
+// validRegistryURL reports whether v can be the base URL of an MCP
+// registry: http or https, a host, no query or fragment.
+func validRegistryURL(v string) bool {
+	u, err := url.Parse(v)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }

@@ -61,6 +61,8 @@ type hostSchema struct {
 
 	// Discovery turns on tool search (docs/discovery.md).
 	Discovery *discoverySchema `hcl:"discovery,block"`
+	// Registry is the MCP registry the CLI searches (docs/registry.md).
+	Registry *registrySchema `hcl:"registry,block"`
 
 	DefRange hcl.Range `hcl:",def_range"`
 }
@@ -83,6 +85,13 @@ type metricsSchema struct {
 type consoleSchema struct {
 	MaxStreams  hcl.Expression `hcl:"max_streams,optional"`
 	RecentCalls hcl.Expression `hcl:"recent_calls,optional"`
+}
+
+// registrySchema is the `registry { … }` block inside the host block.
+type registrySchema struct {
+	URL hcl.Expression `hcl:"url,optional"`
+
+	DefRange hcl.Range `hcl:",def_range"`
 }
 
 // authSchema is the `auth { … }` block inside the host block.
