@@ -490,8 +490,11 @@ func TestRootsForwarded(t *testing.T) {
 			if got := textOf(t, res.Content[0]); got != "file:///work/project" {
 				t.Fatalf("upstream saw roots %q, want the downstream client's", got)
 			}
-			if forwarded := host.Forwarded(h) > before; forwarded != (name == "in-memory" || name == "line") {
-				t.Errorf("forwarded as bytes: %v; want it exactly on stdio-like links", forwarded)
+			// Every link forwards the call as bytes: stdio-like ones and,
+			// since results pass through (#35 item 2), 2025-11-25 HTTP
+			// sessions with a standalone stream for the roots request.
+			if forwarded := host.Forwarded(h) > before; !forwarded {
+				t.Errorf("%s: not forwarded as bytes; want the upstream's bytes on every link", name)
 			}
 		})
 	}
@@ -722,8 +725,9 @@ func TestRunSIGHUPReloads(t *testing.T) {
 func TestForwardFidelity(t *testing.T) {
 	t.Run("in-memory", func(t *testing.T) { testForwardFidelity(t, inMemory, true) })
 	t.Run("line", func(t *testing.T) { testForwardFidelity(t, linePipes, true) })
-	t.Run("http", func(t *testing.T) { testForwardFidelity(t, overHTTP, false) })
-	t.Run("serve", func(t *testing.T) { testForwardFidelity(t, overServe, false) })
+	// 2025-11-25 HTTP sessions too: results pass through (#35 item 2).
+	t.Run("http", func(t *testing.T) { testForwardFidelity(t, overHTTP, true) })
+	t.Run("serve", func(t *testing.T) { testForwardFidelity(t, overServe, true) })
 }
 
 func testForwardFidelity(t *testing.T, link downstreamLink, forwarded bool) {
