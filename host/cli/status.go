@@ -155,15 +155,8 @@ func findTargets(cmd, path, addr, token string, fs *flag.FlagSet, stdio IO) ([]t
 // for this config's. "" when it serves path, does not say, or does not
 // answer (the command then reports that).
 func servesOtherConfig(t target, path string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := t.do(ctx, http.MethodGet, "/status")
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	var doc host.StatusReport
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&doc) != nil {
+	doc, ok := statusReport(t)
+	if !ok {
 		return ""
 	}
 	if doc.Config == "" {
@@ -193,16 +186,7 @@ func configServedAt(addr string) string {
 		return ""
 	}
 	for _, t := range ts {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		resp, err := t.do(ctx, http.MethodGet, "/status")
-		if err != nil {
-			cancel()
-			continue
-		}
-		var doc host.StatusReport
-		ok := resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&doc) == nil
-		resp.Body.Close()
-		cancel()
+		doc, ok := statusReport(t)
 		if u, err := url.Parse(doc.HTTP); ok && err == nil && u.Host == addr {
 			return doc.Config
 		}

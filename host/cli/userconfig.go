@@ -158,18 +158,23 @@ func servedConfigs() ([]servedConfig, error) {
 // reportedConfig is the config file the host t serves, "" when it does
 // not answer or say.
 func reportedConfig(t target) string {
+	doc, _ := statusReport(t)
+	return doc.Config
+}
+
+// statusReport is GET /status of the host t, decoded; false when it does
+// not answer with one.
+func statusReport(t target) (host.StatusReport, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var doc host.StatusReport
 	resp, err := t.do(ctx, http.MethodGet, "/status")
 	if err != nil {
-		return ""
+		return doc, false
 	}
 	defer resp.Body.Close()
-	var doc host.StatusReport
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&doc) != nil {
-		return ""
-	}
-	return doc.Config
+	ok := resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&doc) == nil
+	return doc, ok
 }
 
 // runningConfigs resolves the config files a command that talks to
